@@ -1,0 +1,230 @@
+"""Tests for `search_r1_course.data` that a notebook holds badly: random round trips, the hub path,
+resumption at every stopping point, and the shipped world against a fresh export."""
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from search_r1_course import data
+from search_r1_course.data import (CorpusFormatError, Passage, QADataset, QAFormatError, QASample, load_parquet, load_qa,
+                                   load_search_r1, read_corpus, sample_per_source, write_corpus)
+
+titles = st.text().filter(lambda t: "\n" not in t)
+passages = st.builds(Passage, id=st.text(min_size=1), title=titles, text=st.text())
+
+
+@given(passages)
+def test_passage_contents_round_trip(p):
+    assert Passage.from_contents(p.id, p.contents) == p
+    assert p.contents.startswith('"') and p.contents.count("\n") == p.text.count("\n") + 1
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=50)
+@given(st.lists(passages, unique_by=lambda p: p.id, max_size=20))
+def test_corpus_file_round_trip(tmp_path, ps):
+    path = write_corpus(ps, tmp_path/"c.jsonl")
+    assert read_corpus(path) == ps
+    first = path.read_bytes()
+    assert write_corpus(ps, tmp_path/"c.jsonl").read_bytes() == first  # same passages, same bytes
+    assert first.count(b"\n") == len(ps)  # one line per passage, whatever the text holds (\r, U+2028, ...)
+
+
+def test_corpus_errors_name_file_and_line(tmp_path):
+    path = tmp_path/"wiki.jsonl"
+    good = [json.dumps({"id": str(i), "contents": f'"T{i}"\nx'}) for i in range(5)]
+    cases = {b'{"id": "9", "contents": 3}': "'contents' must be a string, found int",
+             b'{"contents": "x"}': "missing key 'id'",
+             b'{"id": "9", "contents": "\xff"}': "not valid UTF-8 (byte 0xff",
+             b'{"id": "9", "contents": ': "invalid JSON",
+             b'{"id": "2", "contents": "\\"T\\"\\nx"}': "duplicate id '2': also on line 4"}
+    for bad, message in cases.items():
+        lines = [g.encode() for g in good[:2]] + [b""] + [g.encode() for g in good[2:]] + [bad]
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        with pytest.raises(CorpusFormatError) as e: read_corpus(path)
+        assert e.value.line == 7 and str(e.value).startswith(f"{path}:7: ") and message in str(e.value)
+
+
+def test_write_corpus_refuses_duplicates(tmp_path):
+    with pytest.raises(ValueError, match="duplicate passage id 'a'"):
+        write_corpus([Passage("a", "t", "x"), Passage("a", "u", "y")], tmp_path/"c.jsonl")
+
+
+def _search_r1_table(n=4, split="train"):
+    "A table with exactly the columns and types of PeterJinGo/nq_hotpotqa_train."
+    rows = []
+    for i in range(n):
+        answers = [f"answer {i}", f"alias {i}"][: 1 + i % 2]
+        rows.append({"id": f"{split}_{i}", "question": f"question {i}?", "golden_answers": answers,
+                     "data_source": "nq" if i % 2 else "hotpotqa",
+                     "prompt": [{"content": f"Answer it. Question: question {i}?\n", "role": "user"}],
+                     "ability": "fact-reasoning", "reward_model": {"ground_truth": {"target": answers}, "style": "rule"},
+                     "extra_info": {"index": i, "split": split}})
+    return pa.Table.from_pylist(rows)
+
+
+def test_load_search_r1_from_the_hub_path(tmp_path, monkeypatch):
+    import huggingface_hub
+    pq.write_table(_search_r1_table(5, "test"), tmp_path/"downloaded.parquet")
+    calls = []
+    def fake_download(**kwargs):
+        calls.append(kwargs)
+        return str(tmp_path/"downloaded.parquet")
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    samples = load_search_r1("test")
+    assert calls == [{"repo_id": "PeterJinGo/nq_hotpotqa_train", "filename": "test.parquet", "repo_type": "dataset"}]
+    assert [s.id for s in samples] == [f"test_{i}" for i in range(5)]
+    assert samples[1].golden_answers == ["answer 1", "alias 1"] and samples[1].data_source == "nq"
+    assert all(type(a) is str for s in samples for a in s.golden_answers)
+    load_search_r1("train")
+    assert calls[-1]["filename"] == "train.parquet"
+
+
+def test_load_search_r1_offline_says_what_to_do(monkeypatch):
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+    def offline(**kwargs): raise LocalEntryNotFoundError("offline")
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
+    with pytest.raises(FileNotFoundError, match="pass data_path="): load_search_r1("train")
+
+
+def test_load_search_r1_local_directory(tmp_path):
+    for split in ("train", "test"): pq.write_table(_search_r1_table(3, split), tmp_path/f"{split}.parquet")
+    assert [s.id for s in load_search_r1("test", data_path=tmp_path)] == ["test_0", "test_1", "test_2"]
+    assert load_search_r1("train", data_path=tmp_path) == load_qa(tmp_path/"train.parquet")
+
+
+def test_answers_as_numpy_scalars_and_tuples():
+    rows = [{"question": "q?", "golden_answers": np.int64(1931)}, {"question": "r?", "golden_answers": ("a", np.str_("b"))},
+            {"question": "s?", "golden_answers": np.array([1.0, 2.5])}]
+    got = data.qa_from_records(rows, "x.jsonl")
+    assert [s.golden_answers for s in got] == [["1931"], ["a", "b"], ["1", "2.5"]]
+    assert [s.id for s in got] == ["x_0", "x_1", "x_2"]
+
+
+def test_missing_column_names_file_expected_and_found(tmp_path):
+    pq.write_table(pa.Table.from_pylist([{"query": "q?", "answers": ["a"]}]), tmp_path/"odd.parquet")
+    with pytest.raises(QAFormatError) as e: load_parquet(tmp_path/"odd.parquet")
+    msg = str(e.value)
+    assert msg.startswith(f"{tmp_path/'odd.parquet'}: expected columns ['question', 'golden_answers']")
+    assert "found ['answers', 'query']" in msg and "'answers' -> 'golden_answers'" in msg and "'query' -> 'question'" in msg
+
+
+def test_jsonl_row_missing_a_column_names_its_line(tmp_path):
+    rows = [{"question": "q?", "golden_answers": ["a"]}, {"question": "r?", "answer": "b"}]
+    (tmp_path/"qa.jsonl").write_text("\n".join(map(json.dumps, rows)) + "\n")
+    with pytest.raises(QAFormatError, match=r"qa\.jsonl:2: missing column 'golden_answers' \(found \['answer', 'question'\]\)"):
+        load_qa(tmp_path/"qa.jsonl")
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 30), batch=st.integers(1, 7), stop=st.integers(0, 40), seed=st.integers(0, 2**32 - 1),
+       drop_last=st.booleans())
+def test_resume_gives_the_same_remaining_order(n, batch, stop, seed, drop_last):
+    samples = [QASample(f"q{i}", f"question {i}?", ["a"], "s") for i in range(n)]
+    straight = [[s.id for s in b] for b in QADataset(samples, seed=seed).batches(batch, epochs=3, drop_last=drop_last)]
+    first = QADataset(samples, seed=seed)
+    gen = first.batches(batch, epochs=3, drop_last=drop_last)
+    stop = min(stop, len(straight))
+    before = [[s.id for s in next(gen)] for _ in range(stop)]
+    state = json.loads(json.dumps(first.state_dict()))
+    resumed = QADataset(samples, seed=seed + 1)
+    resumed.load_state_dict(state)
+    epochs_left = 3 - state["epoch"]
+    after = [[s.id for s in b] for b in resumed.batches(batch, epochs=epochs_left, drop_last=drop_last)] if epochs_left > 0 else []
+    assert before + after == straight
+
+
+def test_every_epoch_is_a_permutation_and_differs():
+    ds = QADataset([QASample(f"q{i}", "q?", ["a"], "s") for i in range(50)], seed=3)
+    orders = [[s.id for s in ds] for _ in range(4)]
+    assert all(sorted(o) == sorted(orders[0]) for o in orders)
+    assert len({tuple(o) for o in orders}) == 4
+
+
+def test_sample_per_source():
+    pool = [QASample(f"{src}-{i}", "q?", ["a"], src) for src, k in [("nq", 100), ("bamboogle", 7), ("musique", 30)] for i in range(k)]
+    picked = sample_per_source(pool, 10, seed=5)
+    assert [s.data_source for s in picked] == ["bamboogle"] * 7 + ["musique"] * 10 + ["nq"] * 10
+    assert len({s.id for s in picked}) == len(picked)
+    assert sample_per_source(pool, 10, seed=5) == picked
+    nq_idx = [int(s.id.split("-")[1]) for s in picked if s.data_source == "nq"]
+    assert nq_idx == sorted(nq_idx)  # file order within a source
+    everything = sample_per_source(pool, 1000)
+    assert sorted(s.id for s in everything) == sorted(s.id for s in pool)
+    with pytest.raises(ValueError): sample_per_source(pool, 0)
+
+
+def test_same_id_in_two_sources_is_two_questions(tmp_path):
+    table = _search_r1_table(4)
+    ids = pa.array(["train_0", "train_0", "train_1", "train_1"])  # NQ and HotpotQA both number their rows from 0
+    pq.write_table(table.set_column(0, "id", ids), tmp_path/"merged.parquet")
+    assert [(s.data_source, s.id) for s in load_parquet(tmp_path/"merged.parquet")] == [
+        ("hotpotqa", "train_0"), ("nq", "train_0"), ("hotpotqa", "train_1"), ("nq", "train_1")]
+
+
+# The offline world on disk ---------------------------------------------------------------------------
+
+def _tiny_world():
+    from search_r1_course.world import WorldConfig, build_world
+    return build_world(WorldConfig.tiny())
+
+
+def test_export_world_is_byte_identical_and_loads_back(tmp_path):
+    world = _tiny_world()
+    a, b = data.export_world(world, tmp_path/"a"), data.export_world(_tiny_world(), tmp_path/"b")
+    assert sorted(a) == ["corpus", "test", "train"]
+    for key in a: assert a[key].read_bytes() == b[key].read_bytes(), key
+    assert [p.id for p in data.load_world_corpus(tmp_path/"a")] == [p.id for p in world.passages]
+    for split in ("train", "test"):
+        qs = [q for q in world.questions if q.split == split]
+        samples = data.load_world(split, tmp_path/"a")
+        assert [s.id for s in samples] == [q.id for q in qs] and samples
+        for s, q in zip(samples, qs):
+            assert s.golden_answers == list(q.answers) and s.data_source == f"world_{q.qtype}"
+            assert s.meta == {"hops": q.hops, "qtype": q.qtype, "relation": q.relation, "supporting_ids": list(q.supporting_ids)}
+    assert pq.read_schema(a["train"]).names == ["id", "question", "golden_answers", "data_source", "hops", "qtype",
+                                                "relation", "supporting_ids"]
+
+
+def test_shipped_world_equals_a_fresh_export(tmp_path):
+    from search_r1_course.world import WorldConfig, build_world
+    shipped = Path(data.__file__).resolve().parent.parent/"data"/"world"
+    assert all((shipped/f).is_file() for f in data.WORLD_FILES), "data/world is missing: run the export cell of nbs/01_data.ipynb"
+    fresh = data.export_world(build_world(WorldConfig.default()), tmp_path)
+    assert (shipped/"corpus.jsonl").read_bytes() == fresh["corpus"].read_bytes()
+    for split in ("train", "test"):
+        # Compare contents: the bytes also carry the writer's version string, which changes with pyarrow upgrades.
+        assert pq.read_table(shipped/f"{split}.parquet").equals(pq.read_table(fresh[split]))
+        if pq.read_metadata(shipped/f"{split}.parquet").created_by == pq.read_metadata(fresh[split]).created_by:
+            assert (shipped/f"{split}.parquet").read_bytes() == fresh[split].read_bytes()
+    assert data.world_dir() == shipped
+
+
+def test_world_dir_generates_the_cache_once(tmp_path, monkeypatch):
+    from search_r1_course import world
+    monkeypatch.setattr(data, "_shipped_world_dir", lambda: tmp_path/"no-checkout"/"data"/"world")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path/"cache"))
+    monkeypatch.setattr(world.WorldConfig, "default", classmethod(lambda cls: cls.tiny()))
+    d = data.world_dir()
+    assert d == tmp_path/"cache"/"search_r1_course"/"world"
+    assert sorted(p.name for p in d.iterdir()) == sorted(data.WORLD_FILES)
+    assert [p.name for p in d.parent.iterdir()] == ["world"]  # no staging directory left behind
+    def no_rebuild(*a, **k): raise AssertionError("the cached world was rebuilt")
+    monkeypatch.setattr(world, "build_world", no_rebuild)
+    assert data.world_dir() == d
+    assert data.load_world("test") == data.load_world("test", d)
+
+
+def test_gzipped_corpus_bytes_do_not_depend_on_the_clock(tmp_path, monkeypatch):
+    import time
+    ps = [Passage("a", "Title", "text"), Passage("b", "Other", "more text")]
+    monkeypatch.setattr(time, "time", lambda: 1_000_000_000.0)
+    first = write_corpus(ps, tmp_path/"one.jsonl.gz").read_bytes()
+    monkeypatch.setattr(time, "time", lambda: 2_000_000_000.0)
+    assert write_corpus(ps, tmp_path/"two.jsonl.gz").read_bytes() == first
+    assert read_corpus(tmp_path/"two.jsonl.gz") == ps
