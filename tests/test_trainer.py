@@ -1,0 +1,206 @@
+"""GRPO through TRL's real trainer on a tiny random model: LoRA updates, masked environment tokens, metrics,
+checkpoints, resume with the same data order, and reloading the adapter."""
+import json
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+from search_r1_course.policy import load_policy, tiny_random_model  # noqa: E402
+from search_r1_course.reward import trl_reward_funcs  # noqa: E402
+from search_r1_course.trainer import (TrainConfig, build_trainer, get_preset, grpo_args, latest_checkpoint,  # noqa: E402
+                                      read_metrics, train)
+
+DESIGN_METRICS = ["reward/mean", "reward/correct", "reward/format", "rollout/search_calls", "rollout/turns",
+                  "rollout/no_search_rate", "rollout/degenerate_group_rate", "rollout/valid_action_rate",
+                  "search/success_rate", "search/error_rate", "search/timeout_rate", "tokens/env_fraction"]
+
+
+def letter_e_share(prompts, completions, **kwargs):
+    """Toy reward that varies within a group of random texts: the share of 'e' characters.
+    A random model never answers correctly, so the real reward would leave every group degenerate (no gradient)."""
+    return [c.count("e") / max(len(c), 1) for c in completions]
+
+
+TOY_REWARDS = [letter_e_share, *trl_reward_funcs()[1:]]   # + correctness and format at weight 0, for the logs
+
+
+def tiny_config(out, **kw):
+    base = dict(model=str(tiny_random_model()), dtype="fp32", threads=1, lora_r=4, lora_alpha=8,
+                lora_targets="q_proj,v_proj", num_generations=2, questions_per_step=2, gradient_accumulation=1,
+                max_steps=2, save_steps=1, max_turns=2, max_new_tokens_per_turn=8, max_total_tokens=96,
+                max_obs_tokens=64, prompt_style="search_r1", topk=1, max_train_samples=6, learning_rate=5e-3,
+                output_dir=str(out))
+    return TrainConfig(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def two_steps(tmp_path_factory):
+    """A 2-step run with spies on the loss: the per-token log-probs TRL differentiates, and the masks it uses."""
+    torch.set_num_threads(1)
+    out = tmp_path_factory.mktemp("run")
+    trainer = build_trainer(tiny_config(out), reward_funcs=TOY_REWARDS)
+    captured = []
+    logps_fn, loss_fn = trainer._get_per_token_logps_and_entropies, trainer._compute_loss
+
+    def logps_spy(*args, **kwargs):
+        logps, ent, aux = logps_fn(*args, **kwargs)
+        if torch.is_grad_enabled() and logps.requires_grad:
+            logps.retain_grad()
+            captured.append({"logps": logps})
+        return logps, ent, aux
+
+    def loss_spy(model, inputs):
+        n = len(captured)
+        loss = loss_fn(model, inputs)
+        for c in captured[n:]:
+            c.update({k: inputs[k].detach().clone() for k in ("completion_mask", "tool_mask", "advantages")})
+        return loss
+
+    trainer._get_per_token_logps_and_entropies, trainer._compute_loss = logps_spy, loss_spy
+    lora_before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_" in n}
+    base_before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_" not in n}
+    trainer.train()
+    trainer.save_model(str(out / "adapter"))
+    return dict(out=out, trainer=trainer, captured=captured, lora_before=lora_before, base_before=base_before)
+
+
+def test_lora_weights_move_and_base_weights_do_not(two_steps):
+    params = dict(two_steps["trainer"].model.named_parameters())
+    assert two_steps["lora_before"], "no LoRA parameters found"
+    changed = [n for n, p in two_steps["lora_before"].items() if not torch.equal(p, params[n].detach())]
+    assert changed, "no LoRA weight changed in two GRPO steps"
+    assert any("lora_B" in n for n in changed)   # lora_B starts at zero: it moved off it
+    for n, p in two_steps["base_before"].items():
+        assert torch.equal(p, params[n].detach()), f"frozen base weight {n} changed"
+
+
+def test_environment_tokens_get_no_gradient(two_steps):
+    """Gradient of the loss w.r.t. each completion token's log-prob: exactly zero on inserted tokens."""
+    caps = [c for c in two_steps["captured"] if "tool_mask" in c]
+    assert len(caps) == 2                       # one micro-batch per step
+    env_tokens = sampled_with_grad = 0
+    for c in caps:
+        grad = c["logps"].grad
+        assert grad is not None
+        real = c["completion_mask"].bool()
+        env = real & (c["tool_mask"] == 0)
+        env_tokens += int(env.sum())
+        assert torch.count_nonzero(grad[env]) == 0
+        sampled = real & (c["tool_mask"] == 1) & (c["advantages"].view(-1, 1) != 0)
+        sampled_with_grad += int((grad[sampled] != 0).sum())
+    assert env_tokens > 0, "no inserted tokens in the batch: the check would be empty"
+    assert sampled_with_grad > 0, "no sampled token received a gradient"
+
+
+def test_metrics_jsonl_has_the_course_names(two_steps):
+    rows = read_metrics(two_steps["out"] / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        missing = [k for k in DESIGN_METRICS if k not in r]
+        assert not missing, missing
+        assert r["reward/mean"] == pytest.approx(r["reward"])
+        assert 0 < r["tokens/env_fraction"] < 1
+        assert r["memory/peak_rss_gb"] > 0 and r["time/step_s"] > 0
+    assert any(r["rollout/degenerate_group_rate"] < 1 for r in rows)   # the toy reward gave a gradient
+
+
+def test_checkpoints_hold_the_adapter(two_steps):
+    out = two_steps["out"]
+    assert latest_checkpoint(out) == out / "checkpoint-2"
+    for step in (1, 2):
+        ckpt = out / f"checkpoint-{step}"
+        for f in ("adapter_model.safetensors", "adapter_config.json", "trainer_state.json", "optimizer.pt"):
+            assert (ckpt / f).is_file(), f"{ckpt / f} missing"
+
+
+def test_adapter_loads_back_through_load_policy(two_steps):
+    model, tok = load_policy(two_steps["out"] / "adapter", dtype="fp32")
+    trained = two_steps["trainer"].model.eval()
+    ids = torch.tensor([tok("Where was Orlen Vasquill born?")["input_ids"]])
+    with torch.no_grad():
+        assert torch.allclose(model(ids).logits, trained(ids).logits, atol=1e-5)
+        base, _ = load_policy(tiny_random_model(), dtype="fp32")
+        assert not torch.allclose(base(ids).logits, trained(ids).logits, atol=1e-5)   # the adapter matters
+
+
+def test_resume_continues_with_the_same_questions(tmp_path):
+    """6 questions, 2 per step: step 4 starts the second epoch. A run resumed from checkpoint-3 must see the
+    questions the uninterrupted run saw at step 4 (TRL's sampler alone would restart the first epoch's order)."""
+    torch.set_num_threads(1)
+    full = train(tiny_config(tmp_path / "full", max_steps=4, save_steps=3), reward_funcs=TOY_REWARDS)
+    assert full.global_step == 4
+    full_steps = dict(full.trainer.rollout_recorder.steps)
+    assert sorted(full_steps) == [1, 2, 3, 4]
+    assert len({q for s in (1, 2, 3) for q in full_steps[s]}) == 6      # the first epoch covers every question once
+
+    resumed = train(tiny_config(tmp_path / "resumed", max_steps=4, save_steps=3), resume_from=tmp_path / "full" / "checkpoint-3",
+                    reward_funcs=TOY_REWARDS)
+    assert resumed.global_step == 4
+    assert dict(resumed.trainer.rollout_recorder.steps) == {4: full_steps[4]}
+    assert [r["step"] for r in read_metrics(resumed.metrics_path)] == [4]
+    state = json.loads((tmp_path / "resumed" / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state["global_step"] == 4
+
+
+def test_resume_needs_a_checkpoint(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoint-N folder"):
+        train(tiny_config(tmp_path), resume_from="latest")
+    with pytest.raises(FileNotFoundError, match="trainer_state.json"):
+        train(tiny_config(tmp_path), resume_from=tmp_path)
+
+
+def test_grpo_args_follow_the_config(tmp_path):
+    cfg = get_preset("cpu", output_dir=str(tmp_path), questions_per_step=3, num_generations=4, gradient_accumulation=2)
+    args = grpo_args(cfg, device="cpu")
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.generation_batch_size) == (6, 2, 12)
+    assert args.steps_per_generation == 2 and args.num_generations == 4
+    assert args.max_completion_length == cfg.max_total_tokens
+    assert args.use_cpu and args.bf16 and not args.fp16 and args.logging_steps == 1
+    assert (args.beta, args.loss_type, args.learning_rate, args.save_steps) == (cfg.beta, cfg.loss_type, cfg.learning_rate, cfg.save_steps)
+
+
+TINY_CLI = ["--dtype", "fp32", "--threads", "1", "--lora-r", "4", "--lora-targets", "q_proj,v_proj", "--num-generations", "2",
+            "--questions-per-step", "2", "--gradient-accumulation", "1", "--max-turns", "2", "--max-new-tokens-per-turn", "8",
+            "--max-total-tokens", "96", "--max-obs-tokens", "64", "--prompt-style", "search_r1", "--topk", "1"]
+
+
+def cli(*args, timeout=600):
+    import subprocess
+    import sys
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-c", "import sys; from search_r1_course.cli import main; sys.exit(main())", *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_cli_train_then_eval(tmp_path):
+    """`search-r1-course train` end to end (with the evaluation after training), then `eval` on the saved adapter."""
+    out = tmp_path / "run"
+    r = cli("train", "--preset", "cpu", "--model", str(tiny_random_model()), *TINY_CLI, "--max-steps", "1", "--save-steps", "1",
+            "--max-train-samples", "4", "--eval-n-per-source", "1", "--output-dir", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "trained 1 steps" in r.stdout and "| macro |" in r.stdout
+    for f in ("adapter/adapter_config.json", "checkpoint-1/adapter_model.safetensors", "curves.png", "metrics.jsonl",
+              "rollouts.jsonl", "config.json", "eval.json"):
+        assert (out / f).is_file(), f
+    assert json.loads((out / "config.json").read_text())["max_steps"] == 1
+    evaluated = json.loads((out / "eval.json").read_text())
+    assert evaluated["metrics"]["n"] == 3 and len(evaluated["records"]) == 3
+
+    r = cli("eval", "--model", str(out / "adapter"), "--dtype", "fp32", "--n-per-source", "1", "--max-turns", "1",
+            "--max-new-tokens-per-turn", "8", "--max-total-tokens", "64", "--max-obs-tokens", "64", "--topk", "1",
+            "--prompt-style", "search_r1", "--sources", "world_2hop", "--out", str(tmp_path / "e.json"),
+            "--compare", str(out / "eval.json"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "| world_2hop |" in r.stdout and "EM against" in r.stdout
+    assert json.loads((tmp_path / "e.json").read_text())["metrics"]["n/world_2hop"] == 1
+
+
+def test_cli_bad_config_is_one_clear_line(capsys):
+    from search_r1_course.cli import main
+    assert main(["train", "--preset", "cpu", "--num-generations", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "search-r1-course train: error: TrainConfig.num_generations" in err and "Traceback" not in err
