@@ -32,6 +32,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import gc  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
+import shutil  # noqa: E402
 import socket  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -216,6 +217,14 @@ def main():
         print(f"  {what:<40} {setting:<28} {value:>10.2f} {unit}", file=sys.stderr, flush=True)
 
     tmp = Path(tempfile.mkdtemp(prefix="search-bench-"))
+    try:
+        run_all(tmp, row)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print_table(rows)
+
+
+def run_all(tmp, row):
     world = load_world_corpus()
     questions = [s.question for split in ("train", "test") for s in load_world(split)]
     queries = [questions[i % len(questions)] for i in range(args.queries)]
@@ -282,6 +291,8 @@ def main():
         finally:
             server.close()
 
+
+def print_table(rows):
     print()
     print(f"Retrieval benchmark: top-3, {args.threads} thread(s), timings are medians of {args.runs} runs "
           f"(builds over a minute: 1 run); {os.cpu_count()} CPU cores visible, load average at the end "
