@@ -29,7 +29,7 @@ __all__ = ['ANSWER_SEPARATORS', 'SEARCH_R1_REPO', 'WORLD_FILES', 'EVAL_SOURCES',
            'normalize_answers', 'default_data_source', 'detect_answer_sep', 'answers_from_reward_model',
            'question_from_prompt', 'qa_from_records', 'load_jsonl', 'load_parquet', 'load_search_r1',
            'load_verl_parquet', 'load_qa', 'write_qa_parquet', 'world_question_row', 'export_world', 'world_dir',
-           'load_world_corpus', 'load_world', 'QADataset', 'sample_per_source']
+           'load_world_corpus', 'load_world', 'load_named', 'QADataset', 'sample_per_source']
 
 # %% ../nbs/01_data.ipynb #84588af8
 class DataFormatError(ValueError):
@@ -421,9 +421,11 @@ def world_dir() -> Path:
     "Directory holding the default world's files: the repository's `data/world`, else a generated copy in the user cache."
     shipped = _shipped_world_dir()
     if _has_world(shipped): return shipped
-    cached = _cache_dir()/"world"
-    if _has_world(cached): return cached
+    from search_r1_course import world as world_module
     from search_r1_course.world import WorldConfig, build_world
+    # keyed by the generator's source, so a changed generator never reads a stale copy
+    cached = _cache_dir()/f"world-{hashlib.sha1(Path(world_module.__file__).read_bytes()).hexdigest()[:12]}"
+    if _has_world(cached): return cached
     cached.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="world-", dir=cached.parent))
     try:
@@ -448,6 +450,32 @@ def load_world(split: str = "train", path: str | os.PathLike | None = None) -> l
     "The world's `split` questions; `meta` holds `hops`, `qtype`, `relation` and `supporting_ids`."
     if split not in ("train", "test"): raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     return load_parquet(_world_file(path, f"{split}.parquet"))
+
+# %% ../nbs/01_data.ipynb #3d86a946
+def _split_sources(sources) -> list[str]:
+    if sources is None: return []
+    if isinstance(sources, str): sources = sources.split(",")
+    return [s.strip() for s in sources if s.strip()]
+
+def load_named(data: str | os.PathLike, split: str, sources: str | Sequence[str] | None = None) -> list[QASample]:
+    "The `split` questions of the dataset `data` names ('world', 'search_r1', a folder or a QA file), keeping `sources`."
+    if split not in ("train", "test"): raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if data == "world": samples = load_world(split)
+    elif data == "search_r1": samples = load_search_r1(split)
+    else:
+        path = Path(data).expanduser()
+        if path.is_dir(): samples = load_search_r1(split, data_path=path)
+        elif path.is_file(): samples = load_qa(path)
+        else: raise FileNotFoundError(f"dataset {str(data)!r}: expected 'world', 'search_r1', a QA file "
+                                      f"or a folder with {split}.parquet")
+    wanted = _split_sources(sources)
+    if wanted:
+        have = sorted({s.data_source for s in samples})
+        unknown = sorted(set(wanted) - set(have))
+        if unknown: raise ValueError(f"data sources {unknown} are not in {str(data)!r} ({split}); it has {have}")
+        samples = [s for s in samples if s.data_source in wanted]
+    if not samples: raise ValueError(f"no {split} questions in {str(data)!r}")
+    return samples
 
 # %% ../nbs/01_data.ipynb #b85a592f
 class QADataset:

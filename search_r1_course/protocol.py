@@ -19,14 +19,14 @@ from typing import Any, Iterator, Sequence, Union
 __all__ = ['THINK', 'SEARCH', 'INFORMATION', 'ANSWER', 'TOOL_CALL', 'TOOL_RESPONSE', 'THINK_OPEN', 'THINK_CLOSE', 'SEARCH_OPEN',
            'SEARCH_CLOSE', 'INFORMATION_OPEN', 'INFORMATION_CLOSE', 'ANSWER_OPEN', 'ANSWER_CLOSE', 'TOOL_CALL_OPEN',
            'TOOL_CALL_CLOSE', 'TOOL_RESPONSE_OPEN', 'TOOL_RESPONSE_CLOSE', 'STOP_STRINGS', 'Action', 'PROTOCOL_TAGS',
-           'SEARCH_R1_INSTRUCTION', 'DEFAULT_DEMOS', 'DEMO_SYSTEM', 'SEARCH_R1_STYLE', 'DEMO_STYLE', 'PROMPT_STYLES',
-           'INVALID_ACTION_MESSAGE', 'INVALID_ACTION_FEEDBACK', 'SEARCH_TOOL', 'CHATML_TOOLS_TEMPLATE', 'TOOL_SYSTEM',
-           'TOOL_INVALID_MESSAGE', 'open_tag', 'close_tag', 'Search', 'Answer', 'Invalid', 'format_action', 'Tag',
-           'find_tags', 'block_spans', 'hide_blocks', 'block_contents', 'find_actions', 'parse_action', 'Demo',
-           'PromptStyle', 'demo_style', 'get_style', 'information_block', 'format_observation_message',
-           'build_messages', 'render_text', 'render_prompt', 'Protocol', 'chat_splice', 'TagProtocol',
-           'tool_call_message', 'tool_result_message', 'parse_tool_call', 'parse_tool_action', 'format_tool_call',
-           'ToolCallProtocol']
+           'SEARCH_R1_INSTRUCTION', 'DEFAULT_DEMOS', 'DEMO_SYSTEM', 'SEARCH_R1_STYLE', 'DEMO_STYLE', 'SHORT_STYLE',
+           'PROMPT_STYLES', 'INVALID_ACTION_MESSAGE', 'INVALID_ACTION_FEEDBACK', 'SEARCH_TOOL', 'CHATML_TOOLS_TEMPLATE',
+           'TOOL_SYSTEM', 'TOOL_INVALID_MESSAGE', 'open_tag', 'close_tag', 'Search', 'Answer', 'Invalid',
+           'format_action', 'Tag', 'find_tags', 'block_spans', 'hide_blocks', 'block_contents', 'find_actions',
+           'parse_action', 'Demo', 'PromptStyle', 'demo_style', 'get_style', 'information_block',
+           'format_observation_message', 'build_messages', 'render_text', 'render_prompt', 'Protocol', 'chat_splice',
+           'TagProtocol', 'tool_call_message', 'tool_result_message', 'parse_tool_call', 'parse_tool_action',
+           'format_tool_call', 'ToolCallProtocol']
 
 # %% ../nbs/04_protocol.ipynb #e3ee3e50
 THINK, SEARCH, INFORMATION, ANSWER = "think", "search", "information", "answer"
@@ -214,7 +214,10 @@ class PromptStyle:
 SEARCH_R1_STYLE = PromptStyle("search_r1", user_template=SEARCH_R1_INSTRUCTION)
 DEMO_STYLE = PromptStyle("demo", user_template="Question: {question}", system=DEMO_SYSTEM, demos=DEFAULT_DEMOS,
                          observation="user_turn")
-PROMPT_STYLES = {s.name: s for s in (SEARCH_R1_STYLE, DEMO_STYLE)}
+# the demo prompt without its demonstrations: for a policy that has already learned the tags (a warm start),
+# and a third of the prompt's length
+SHORT_STYLE = PromptStyle("short", user_template="Question: {question}", system=DEMO_SYSTEM, observation="user_turn")
+PROMPT_STYLES = {s.name: s for s in (SEARCH_R1_STYLE, DEMO_STYLE, SHORT_STYLE)}
 
 def demo_style(demos: Sequence[Demo] = DEFAULT_DEMOS, system: str | None = DEMO_SYSTEM,
                user_template: str = "Question: {question}", name: str = "demo",
@@ -272,13 +275,15 @@ def render_prompt(tokenizer, messages: list[dict], tools: list[dict] | None = No
     return _ids(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, **kw))
 
 # %% ../nbs/04_protocol.ipynb #f53a48a2
+# The note names the tags in words, never writes them: a literal `<answer>` in the note would be read back as an
+# answer by anything that grades the whole completion (the reward does).
 INVALID_ACTION_MESSAGE = (
-    "My last step was not a valid action. To search, I must write the query between <search> and </search>. "
-    "To give the final answer, I must write it between <answer> and </answer>. I will try again."
+    "My last step was not a valid action. To search, I must put the query inside the search tags. "
+    "To give the final answer, I must put it inside the answer tags. I will try again."
 )
 INVALID_ACTION_FEEDBACK = (  # the same note, said by the user when results come back as user turns
-    "Your last message was not a valid action. To search, write the query between <search> and </search>. "
-    "To give the final answer, write it between <answer> and </answer>."
+    "Your last message was not a valid action. To search, put the query inside the search tags. "
+    "To give the final answer, put it inside the answer tags."
 )
 
 class Protocol(ABC):

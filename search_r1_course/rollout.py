@@ -298,7 +298,7 @@ def _unwrap(trainer):
 
 def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metrics: bool = True) -> Callable:
     "A TRL `rollout_func(prompts, trainer) -> dict`: one trajectory per incoming prompt (TRL repeats the prompts)."
-    calls = [0]
+    calls = {}   # step -> calls made at that step
     def rollout_func(prompts: list, trainer=None) -> dict[str, list]:
         questions = [_prompt_question(p) for p in prompts]
         model = None
@@ -306,8 +306,11 @@ def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metric
             model = engine.generator.model = _unwrap(trainer)
         was_training = model is not None and model.training
         if was_training: model.eval()
-        seed = None if engine.config.seed is None else engine.config.seed + calls[0]
-        calls[0] += 1
+        # seeded by the trainer's step (not by a counter that restarts), so a resumed run samples what the
+        # uninterrupted one would have sampled
+        step = trainer.state.global_step if trainer is not None and hasattr(trainer, "state") else len(calls)
+        nth = calls[step] = calls.get(step, -1) + 1
+        seed = None if engine.config.seed is None else engine.config.seed + 1000 * step + nth
         if hasattr(engine.tool, "reset_metrics"): engine.tool.reset_metrics()
         try: trajs = engine.run(questions, group_size=1, seed=seed)
         finally:

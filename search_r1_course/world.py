@@ -31,7 +31,7 @@ class WorldConfig:
     n_rivers: int = 200
     n_1hop: int = 2800           # questions wanted of each type (fewer if the world runs out)
     n_2hop: int = 2400
-    n_comparison: int = 1400
+    n_comparison: int = 1700  # 12% held out: 204 test comparisons, enough for a 200-per-type evaluation
     test_fraction: float = 0.12  # share of each question type held out for testing
     near_duplicate_rate: float = 0.05  # share of people, cities and organisations named like an earlier one
     married_rate: float = 0.4    # share of people with a spouse

@@ -87,3 +87,28 @@ def test_serve_retriever_speaks_search_r1(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_demo_runs_the_main_job_on_a_tiny_model(tmp_path):
+    """`demo` end to end, as `make demo` runs it, shrunk: a tiny random model, one question per type, a warm start
+    on two oracle trajectories and one GRPO step. Every stage leaves its result and the report holds three rows."""
+    from search_r1_course.policy import tiny_random_model
+    overrides = json.dumps({"dtype": "fp32", "num_generations": 2, "questions_per_step": 2, "gradient_accumulation": 1,
+                            "lora_r": 4, "lora_alpha": 8})
+    r = run("demo", "--name", "tiny", "--runs-dir", str(tmp_path), "--model", str(tiny_random_model()), "--threads", "1",
+            "--eval-n-per-source", "1", "--eval-batch-size", "4", "--warm-samples", "2", "--grpo-steps", "1",
+            "--train-overrides", overrides, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = tmp_path / "tiny"
+    for name in ("eval_base.json", "eval_warm_start.json", "eval_grpo.json", "report.md", "curves.png"):
+        assert (out / name).is_file(), name
+    report = (out / "report.md").read_text()
+    for row in ("| base |", "| warm start |", "| warm start + GRPO |"):
+        assert row in report
+    assert f"report: {out / 'report.md'}" in r.stdout
+
+
+def test_demo_refuses_bad_overrides():
+    r = run("demo", "--train-overrides", "num_generations=4")
+    assert r.returncode == 1
+    assert "expected a JSON object" in r.stderr and "Traceback" not in r.stderr

@@ -211,9 +211,10 @@ def test_world_dir_generates_the_cache_once(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path/"cache"))
     monkeypatch.setattr(world.WorldConfig, "default", classmethod(lambda cls: cls.tiny()))
     d = data.world_dir()
-    assert d == tmp_path/"cache"/"search_r1_course"/"world"
+    # keyed by the generator's source: a changed generator never reads an old copy
+    assert d.parent == tmp_path/"cache"/"search_r1_course" and d.name.startswith("world-")
     assert sorted(p.name for p in d.iterdir()) == sorted(data.WORLD_FILES)
-    assert [p.name for p in d.parent.iterdir()] == ["world"]  # no staging directory left behind
+    assert [p.name for p in d.parent.iterdir()] == [d.name]  # no staging directory left behind
     def no_rebuild(*a, **k): raise AssertionError("the cached world was rebuilt")
     monkeypatch.setattr(world, "build_world", no_rebuild)
     assert data.world_dir() == d

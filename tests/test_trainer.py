@@ -141,6 +141,10 @@ def test_resume_continues_with_the_same_questions(tmp_path):
                     reward_funcs=TOY_REWARDS)
     assert resumed.global_step == 4
     assert dict(resumed.trainer.rollout_recorder.steps) == {4: full_steps[4]}
+    # ... and samples the same trajectories: rollouts are seeded by the trainer's step, not by a restarting counter
+    def step4(run): return [(r["question"], r["text"]) for r in map(json.loads, (tmp_path / run / "rollouts.jsonl").open())
+                            if r["step"] == 4]
+    assert step4("resumed") == step4("full") and len(step4("full")) == 4
     assert [r["step"] for r in read_metrics(resumed.metrics_path)] == [4]
     state = json.loads((tmp_path / "resumed" / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["global_step"] == 4
