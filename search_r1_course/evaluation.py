@@ -193,7 +193,8 @@ def _engine_for(policy, config: EvalConfig) -> tuple[RolloutEngine, str]:
         return make_eval_engine(model, tok, config), getattr(model, "name_or_path", "") or ""
     if policy is None or isinstance(policy, (str, os.PathLike)):
         from search_r1_course.policy import load_policy
-        model, tok = load_policy(policy, dtype=config.dtype, threads=config.threads)
+        # an adapter is folded into the weights: the same function, without LoRA's extra matmuls on every token
+        model, tok = load_policy(policy, dtype=config.dtype, threads=config.threads, merge_adapter=True)
         return make_eval_engine(model, tok, config), str(policy or "smollm2-135m-instruct")
     raise TypeError(f"evaluate_policy: expected a RolloutEngine, a (model, tokenizer) pair or a model path, "
                     f"got {type(policy).__name__}")

@@ -41,11 +41,11 @@ class ExperimentConfig:
     prompt_style: str = "short"              # the warm-started policies do not need demonstrations
     # warm start
     warm_start: bool = True
-    warm_sources: str = "world_1hop,world_comparison"
+    warm_sources: str = "world_1hop"
     warm_samples: int = 160
     warm_learning_rate: float = 2e-4
     # GRPO
-    grpo_sources: str = "world_2hop,world_comparison"
+    grpo_sources: str = "world_comparison"
     grpo_steps: int | None = None            # None: the preset's max_steps
     grpo_learning_rate: float | None = None  # None: the preset's
     retrieval_score: float = 0.0             # partial credit for a wrong answer whose retrieval held the answer
@@ -112,7 +112,7 @@ def _check_config(config: ExperimentConfig) -> None:
     path = config.out/"experiment.json"
     if path.is_file():
         old = json.loads(path.read_text())
-        changed = sorted(k for k, v in config.to_dict().items() if old.get(k) != v)
+        changed = sorted(k for k, v in config.to_dict().items() if old.get(k) != v and k != "runs_dir")  # the folder may move
         if changed: raise ValueError(f"{config.out} holds a run with a different configuration ({', '.join(changed)} differ): "
                                      "pass a new --name or delete the folder")
     config.out.mkdir(parents=True, exist_ok=True)

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
 import torch
-from transformers import GenerationConfig, LogitsProcessor
+from transformers import DynamicCache, GenerationConfig, LogitsProcessor
+from transformers.cache_utils import DynamicLayer
+from transformers.generation.stopping_criteria import StopStringCriteria
 
 # %% auto #0
-__all__ = ['SamplingParams', 'GenerationOutput', 'Generator', 'left_pad', 'find_stop', 'trim_completion', 'TransformersGenerator',
-           'completion_logprobs', 'VLLMGenerator']
+__all__ = ['SamplingParams', 'GenerationOutput', 'Generator', 'left_pad', 'common_prefix_len', 'middle_pad', 'find_stop',
+           'trim_completion', 'PrefixCache', 'TransformersGenerator', 'completion_logprobs', 'VLLMGenerator']
 
 # %% ../nbs/06_generate.ipynb #239d73d2
 @dataclass
@@ -74,6 +76,29 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device=None) -> tupl
         mask[i, n-len(p):] = 1
     return ids.to(device), mask.to(device)
 
+# %% ../nbs/06_generate.ipynb #39991ef0
+def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
+    "Length of the longest prefix that all `seqs` share."
+    if not seqs: return 0
+    first, n = seqs[0], min(len(s) for s in seqs)
+    for s in seqs[1:]:
+        i = 0
+        while i < n and s[i] == first[i]: i += 1
+        n = i
+    return n
+
+def middle_pad(prompts: Sequence[Sequence[int]], prefix_len: int, pad_id: int,
+               device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    "`(input_ids, attention_mask)` laid out as `[shared prefix][padding][suffix]`: the first `prefix_len` tokens line up."
+    if not 0 <= prefix_len < min(len(p) for p in prompts):
+        raise ValueError(f"prefix_len must leave every prompt at least one token of its own: got {prefix_len} "
+                         f"for prompts of lengths {sorted({len(p) for p in prompts})}")
+    if common_prefix_len(prompts) < prefix_len:
+        raise ValueError(f"the prompts share only {common_prefix_len(prompts)} leading tokens, not {prefix_len}")
+    ids, mask = left_pad([p[prefix_len:] for p in prompts], pad_id)
+    prefix = torch.as_tensor(list(prompts[0][:prefix_len]), dtype=torch.long).expand(len(prompts), -1)
+    return torch.cat([prefix, ids], 1).to(device), torch.cat([torch.ones_like(prefix), mask], 1).to(device)
+
 # %% ../nbs/06_generate.ipynb #c1366790
 def find_stop(tokenizer, ids: Sequence[int], stop_strings: Sequence[str]) -> tuple[int, str] | None:
     "`(k, s)`: the fewest leading tokens `ids[:k]` whose text contains a stop string, and the one (`s`) that ends first."
@@ -119,6 +144,101 @@ class _LogprobRecorder(LogitsProcessor):
         self.prev = None
         return torch.stack(self.steps, dim=1)
 
+# %% ../nbs/06_generate.ipynb #b8916deb
+def _weights_state(model) -> tuple:
+    "Changes when the weights may have: another model, a parameter replaced or changed, adapters toggled or merged."
+    params = [p.detach() for p in model.parameters()]
+    where = tuple((p.data_ptr(), p._version) for p in params)
+    probe = tuple(torch.stack([p.reshape(-1)[:64].sum(dtype=torch.float64) for p in params]).tolist()) if params else ()
+    adapters = tuple((m._disable_adapters, str(m._active_adapter), tuple(m.merged_adapters))
+                     for m in model.modules() if hasattr(type(m), "merged_adapters"))  # peft's tuner layers
+    return id(model), where, probe, adapters
+
+class PrefixCache:
+    "Keys and values (batch 1) of the last few prompt prefixes, reused while the model's weights stay as they were."
+    def __init__(self, size: int = 2):
+        self.size, self.entries, self.state = size, [], None  # entries: (tokens, [(keys, values) per layer]), newest last
+        self.reused = self.computed = 0  # prefix tokens taken from the store / run through the model
+
+    def clear(self): self.entries, self.state = [], None
+
+    @torch.no_grad()
+    def get(self, model, tokens: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+        "`[(keys, values)]` per layer for `tokens` (one row), or None where the model's cache is not a plain one."
+        state = _weights_state(model)
+        if state != self.state: self.entries, self.state = [], state
+        tokens = tuple(tokens)
+        best, n = None, 0
+        for entry in self.entries:
+            k = common_prefix_len([entry[0], tokens])
+            if k > n: best, n = entry, k
+        if best is not None and n == len(tokens):
+            self.entries.remove(best); self.entries.append(best)
+            self.reused += n
+            return [(k[:, :, :n], v[:, :, :n]) for k, v in best[1]]
+        cache = DynamicCache(config=model.config)
+        if not all(type(layer) is DynamicLayer for layer in cache.layers): return None
+        for i, (k, v) in enumerate(best[1] if best is not None else []): cache.update(k[:, :, :n], v[:, :, :n], i)
+        device = next(model.parameters()).device
+        extra = {"logits_to_keep": 1} if getattr(model, "_supports_logits_to_keep", lambda: False)() else {}
+        model(input_ids=torch.tensor([tokens[n:]], device=device), use_cache=True, cache=cache,
+              position_ids=torch.arange(n, len(tokens), device=device)[None], **extra)
+        if not all(type(layer) is DynamicLayer for layer in cache.layers): return None
+        kv = [(layer.keys, layer.values) for layer in cache.layers]
+        self.reused, self.computed = self.reused + n, self.computed + len(tokens) - n
+        # a stored prefix of the new one is now redundant
+        self.entries = [e for e in self.entries if tokens[:len(e[0])] != e[0]][-(self.size - 1):] if self.size > 1 else []
+        self.entries.append((tokens, kv))
+        return kv
+
+# %% ../nbs/06_generate.ipynb #74bb60d9
+class _GrowingLayer(DynamicLayer):
+    "A `DynamicLayer` that writes new keys and values into spare room (doubling it when full) instead of concatenating."
+    def __init__(self, capacity: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.capacity, self._view = capacity, None
+
+    def _own(self):
+        "Take over `keys`/`values` set from outside (first use, or a parent method that replaced them)."
+        if self._view is not self.keys:
+            self._k = self._v = None
+            self._n = self.keys.shape[-2] if self.keys.numel() else 0
+
+    def _publish(self):
+        self.keys, self.values = self._k[:, :, :self._n], self._v[:, :, :self._n]
+        self._view = self.keys
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized: self.lazy_initialization(key_states, value_states)
+        self._own()
+        n, add = self._n, key_states.shape[-2]
+        if self._k is None or n + add > self._k.shape[-2]:
+            b, h, _, d = key_states.shape
+            room = max(self.capacity, 2 * (n + add))
+            k, v = key_states.new_empty(b, h, room, d), value_states.new_empty(b, h, room, value_states.shape[-1])
+            if n: k[:, :, :n], v[:, :, :n] = self.keys, self.values
+            self._k, self._v = k, v
+        self._k[:, :, n:n + add], self._v[:, :, n:n + add] = key_states, value_states
+        self._n = n + add
+        self._publish()
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        "Keep only the rows `indices`, with their spare room."
+        if not self.is_initialized: return
+        self._own()
+        if self._k is None: return super().batch_select_indices(indices)
+        self._k, self._v = self._k[indices], self._v[indices]
+        self._publish()
+
+def _new_cache(config, capacity: int, kv=None, batch: int = 1) -> DynamicCache | None:
+    "A cache of `_GrowingLayer`s, holding the one-row `kv` for each of `batch` rows; None if the model needs another kind."
+    cache = DynamicCache(config=config)
+    if not cache.layers or not all(type(layer) is DynamicLayer for layer in cache.layers): return None
+    cache.layers = [_GrowingLayer(capacity) for _ in cache.layers]
+    for i, (k, v) in enumerate(kv or []): cache.update(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1), i)
+    return cache
+
 # %% ../nbs/06_generate.ipynb #4000d31d
 # Settings a model's own generation_config.json may carry that would change what is sampled; forced neutral.
 _NEUTRAL = {"repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
@@ -137,9 +257,14 @@ def _seeded(seed, model):
 
 # %% ../nbs/06_generate.ipynb #7bab5753
 class TransformersGenerator:
-    "The `Generator` on a Hugging Face causal LM: one batched `model.generate` per call (or per micro-batch)."
-    def __init__(self, model, tokenizer, max_batch_size: int | None = None):
+    "The `Generator` on a Hugging Face causal LM: batched `model.generate`, finished rows leaving every `decode_chunk` tokens."
+    def __init__(self, model, tokenizer, max_batch_size: int | None = None, prefix_cache: bool = True,
+                 min_prefix: int = 32, decode_chunk: int | None = 8):
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
+        self.prefix_cache, self.min_prefix = (PrefixCache() if prefix_cache else None), min_prefix
+        if decode_chunk is not None and not (isinstance(decode_chunk, int) and decode_chunk >= 1):
+            raise ValueError(f"decode_chunk must be an int >= 1 or None, got {decode_chunk!r}")
+        self.decode_chunk, self._stops = decode_chunk, {}
         eos = getattr(model.generation_config, "eos_token_id", None)
         if eos is None: eos = tokenizer.eos_token_id
         self.eos_ids = sorted(set(eos if isinstance(eos, (list, tuple)) else [eos]))
@@ -147,24 +272,63 @@ class TransformersGenerator:
 
     def _config(self, params: SamplingParams) -> GenerationConfig:
         cfg = dict(max_new_tokens=params.max_new_tokens, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
-                   do_sample=not params.greedy, num_beams=1, return_dict_in_generate=True,
-                   stop_strings=params.stop_strings or None)
+                   do_sample=not params.greedy, num_beams=1, return_dict_in_generate=True)
         if not params.greedy: cfg.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
         own = self.model.generation_config
         cfg.update({k: v for k, v in _NEUTRAL.items() if getattr(own, k, None) not in (None, v)})
         return GenerationConfig(**cfg)
 
+    def _stopping(self, stop_strings: Sequence[str]) -> list:
+        "transformers' stop-string criterion, built once per set of stop strings."
+        if not stop_strings: return []
+        key = tuple(stop_strings)
+        if key not in self._stops: self._stops = {key: StopStringCriteria(self.tokenizer, list(key))}
+        return [self._stops[key]]
+
+    def _inputs(self, prompts, params, device) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
+        "Input ids, attention mask and a cache: holding the shared prefix (middle padding) where one is long enough."
+        room = max(len(p) for p in prompts) + params.max_new_tokens
+        if self.prefix_cache is not None and not self.model.training:
+            own = max([1] + [len(s) for s in params.stop_strings])  # tokens each row keeps out of the shared prefix
+            n = min(common_prefix_len(prompts), min(len(p) for p in prompts) - own)
+            kv = self.prefix_cache.get(self.model, prompts[0][:n]) if n >= max(self.min_prefix, 1) else None
+            if kv is not None:
+                ids, mask = middle_pad(prompts, n, self.pad_id, device)
+                return ids, mask, _new_cache(self.model.config, ids.shape[1] + params.max_new_tokens, kv, len(prompts))
+        return *left_pad(prompts, self.pad_id, device), _new_cache(self.model.config, room)
+
     @torch.no_grad()
     def _generate_batch(self, prompts, params, config) -> list[GenerationOutput]:
         device = next(self.model.parameters()).device
-        ids, mask = left_pad(prompts, self.pad_id, device)
-        recorder = _LogprobRecorder(params.temperature)
-        out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config,
-                                  logits_processor=[recorder], tokenizer=self.tokenizer)
-        new = out.sequences[:, ids.shape[1]:]
-        logps = recorder.finish(new)
+        ids, mask, cache = self._inputs(prompts, params, device)
+        rows = list(range(len(prompts)))  # the prompt behind each row of the running batch
+        new_ids, new_lps = [[] for _ in prompts], [[] for _ in prompts]
+        made = 0
+        while True:
+            config.max_new_tokens = params.max_new_tokens - made
+            if self.decode_chunk and cache is not None and len(rows) > 1:
+                config.max_new_tokens = min(config.max_new_tokens, self.decode_chunk)
+            recorder = _LogprobRecorder(params.temperature)
+            out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=[recorder],
+                                      stopping_criteria=self._stopping(params.stop_strings),
+                                      **({} if cache is None else {"cache": cache}))
+            new = out.sequences[:, ids.shape[1]:]
+            for r, row, lp in zip(rows, new.tolist(), recorder.finish(new).tolist()):
+                new_ids[r] += row
+                new_lps[r] += lp
+            made += new.shape[1]
+            if made >= params.max_new_tokens or new.shape[1] < config.max_new_tokens: break  # all rows ended
+            going = [j for j, r in enumerate(rows) if trim_completion(self.tokenizer, new_ids[r], params.stop_strings,
+                                                                     self.eos_ids, params.max_new_tokens)[1] == "length"]
+            if not going: break
+            ids, cache = out.sequences, out.cache
+            mask = torch.cat([mask, mask.new_ones(len(rows), new.shape[1])], 1)
+            if len(going) < len(rows):  # the rows that ended leave the batch
+                keep = torch.tensor(going, device=device)
+                ids, mask, rows = ids[keep], mask[keep], [rows[j] for j in going]
+                cache.batch_select_indices(keep)
         results = []
-        for row, lp in zip(new.tolist(), logps.tolist()):
+        for row, lp in zip(new_ids, new_lps):
             n, reason, stop = trim_completion(self.tokenizer, row, params.stop_strings, self.eos_ids, params.max_new_tokens)
             results.append(GenerationOutput(row[:n], lp[:n], reason, self.tokenizer.decode(row[:n], skip_special_tokens=True), stop))
         return results

@@ -36,7 +36,7 @@ __all__ = ['LOSS_TYPES', 'REPORT_TO', 'PRESETS', 'METRIC_ALIASES', 'CURVES', 'Tr
            'to_dataset', 'search_config', 'rollout_config', 'reward_config', 'make_protocol', 'lora_config',
            'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder',
            'VLLMGenerator', 'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train',
-           'read_metrics', 'plot_curves']
+           'read_metrics', 'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
@@ -467,7 +467,12 @@ CURVES = (("reward", ("reward/mean", "reward/correct", "reward/format")),
           ("searches and turns per trajectory", ("rollout/search_calls", "rollout/turns")),
           ("rates", ("rollout/degenerate_group_rate", "tokens/env_fraction", "rollout/no_search_rate")))
 
-def plot_curves(metrics_jsonl: str | os.PathLike, out_png: str | os.PathLike | None = None, title: str | None = None):
+def moving_average(values: Sequence[float], window: int) -> list[float]:
+    "Mean of each value and up to `window - 1` before it (a trailing average, as long as the input)."
+    return [sum(values[max(0, i + 1 - window):i + 1]) / (i + 1 - max(0, i + 1 - window)) for i in range(len(values))]
+
+def plot_curves(metrics_jsonl: str | os.PathLike, out_png: str | os.PathLike | None = None, title: str | None = None,
+                smooth: int = 5):
     "A figure of reward, correct, format, searches, turns, degenerate-group rate and masked-token share vs step."
     import matplotlib.pyplot as plt
     rows = read_metrics(metrics_jsonl)
@@ -476,7 +481,11 @@ def plot_curves(metrics_jsonl: str | os.PathLike, out_png: str | os.PathLike | N
     for ax, (name, keys) in zip(axes, CURVES):
         for k in keys:
             pts = [(r["step"], r[k]) for r in rows if r.get(k) is not None]
-            if pts: ax.plot(*zip(*pts), marker="o", ms=3, label=k)
+            if not pts: continue
+            line, = ax.plot(*zip(*pts), marker="o", ms=3, label=k, alpha=0.45 if smooth > 1 and name == "reward" else 1)
+            if smooth > 1 and name == "reward" and len(pts) >= smooth:   # a few questions per step: a noisy curve
+                steps, vals = zip(*pts)
+                ax.plot(steps, moving_average(vals, smooth), color=line.get_color(), lw=2, label=f"{k} ({smooth}-step mean)")
         ax.set_title(name); ax.set_xlabel("step"); ax.grid(alpha=0.3); ax.legend(fontsize=7)
     if title: fig.suptitle(title)
     fig.tight_layout()

@@ -208,3 +208,20 @@ def test_cli_bad_config_is_one_clear_line(capsys):
     assert main(["train", "--preset", "cpu", "--num-generations", "1"]) == 1
     err = capsys.readouterr().err
     assert "search-r1-course train: error: TrainConfig.num_generations" in err and "Traceback" not in err
+
+
+def test_report_to_tensorboard_writes_the_course_metrics(tmp_path):
+    """TRL's `report_to` path: with tensorboard installed (a dev extra), the step metrics land in an event file."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    torch.set_num_threads(1)
+    train(tiny_config(tmp_path / "tb", max_steps=1, report_to="tensorboard"), reward_funcs=TOY_REWARDS)
+    events = sorted((tmp_path / "tb").rglob("events.out.tfevents*"))
+    assert events, "no tensorboard event file under the output folder"
+    tags = set()
+    for e in events:
+        acc = EventAccumulator(str(e))
+        acc.Reload()
+        tags |= set(acc.Tags()["scalars"])
+    for name in ("reward/mean", "rollout/search_calls", "search/success_rate"):
+        assert any(t.endswith(name) for t in tags), (name, sorted(tags))
