@@ -45,7 +45,7 @@ class ExperimentConfig:
     warm_samples: int = 160
     warm_learning_rate: float = 2e-4
     # GRPO
-    grpo_sources: str = "world_comparison"
+    grpo_sources: str = "world_1hop,world_comparison"   # comparisons to learn, 1-hop lookups so as not to forget them
     grpo_steps: int | None = None            # None: the preset's max_steps
     grpo_learning_rate: float | None = None  # None: the preset's
     retrieval_score: float = 0.0             # partial credit for a wrong answer whose retrieval held the answer
@@ -132,6 +132,7 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
     def save_timings(): timings_path.write_text(json.dumps(timings, indent=1))
     samples = sample_per_source(load_named("world", "test"), config.eval_n_per_source, seed=config.seed)
     g = grpo_config(config, None)
+    ran = not all((out/f).is_file() for f in ("eval_base.json", "eval_grpo.json"))   # some stage runs in this process
     results = {}
     base = load_policy(g.model, dtype=g.dtype, threads=g.threads)
     results["base"] = _evaluate(base, samples, eval_config(config, config.base_prompt_style), out/"eval_base.json")
@@ -157,7 +158,9 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
             del res
         name = "warm start + GRPO" if config.warm_start else "GRPO"
         results[name] = _evaluate(str(adapter), samples, eval_config(config, style), out/"eval_grpo.json")
-    result = ExperimentResult(config, results, timings, peak_rss_gb())
+    if ran:   # the peak of a process that ran stages; a replay from files leaves the recorded figure alone
+        timings["job_peak_rss_gb"] = max(timings.get("job_peak_rss_gb", 0.0), peak_rss_gb()); save_timings()
+    result = ExperimentResult(config, results, timings, timings.get("job_peak_rss_gb", 0.0))
     result.report = write_report(result)
     return result
 
@@ -209,12 +212,15 @@ def write_report(result: ExperimentResult) -> Path:
         w = result.results["warm start"].metrics["em/macro"]
         lines += [f"GRPO's own contribution over the warm start: {100 * (result.results[names[-1]].metrics['em/macro'] - w):+.1f} points."]
     train_s = (t.get("warm_start_s") or 0) + (t.get("grpo_s") or 0)
+    grpo_metrics = out/"grpo"/"metrics.jsonl"
+    grpo_peak = max((r.get("memory/peak_rss_gb") or 0 for r in read_metrics(grpo_metrics)), default=0) if grpo_metrics.is_file() else 0
     lines += ["", "## Training cost", "",
               f"* warm start: {_fmt_s(t.get('warm_start_s'))}, {t.get('warm_start_trajectories', '')} oracle trajectories",
               f"* GRPO: {_fmt_s(t.get('grpo_s'))}, {t.get('grpo_steps', '')} steps, median step "
               + (f"{t['grpo_step_median_s']:.1f} s" if t.get("grpo_step_median_s") else "n/a"),
               f"* training in all: {_fmt_s(train_s)}",
-              f"* peak resident memory of the job: {result.peak_rss_gb:.2f} GiB"]
+              f"* peak resident memory during GRPO: {grpo_peak:.2f} GiB"
+              + (f"; of the whole job's process: {result.peak_rss_gb:.2f} GiB" if result.peak_rss_gb else "")]
     metrics = out/"grpo"/"metrics.jsonl"
     if metrics.is_file() and read_metrics(metrics):
         import matplotlib.pyplot as plt
@@ -222,7 +228,9 @@ def write_report(result: ExperimentResult) -> Path:
         lines += ["", "## GRPO curves", "", "![GRPO curves](curves.png)"]
     last = result.results[names[-1]]
     lines += ["", f"## Example trajectories ({names[-1]})", ""]
-    for r in pick_examples(last, [s.strip() for s in cfg.grpo_sources.split(",")]): lines += [_example(r), ""]
+    grpo = [s.strip() for s in cfg.grpo_sources.split(",")]
+    warm = [s.strip() for s in cfg.warm_sources.split(",")] if cfg.warm_start else []
+    for r in pick_examples(last, [s for s in grpo if s not in warm] or grpo): lines += [_example(r), ""]   # what RL alone saw
     lines += ["## Reproduce", "", "```bash", f"search-r1-course demo --name {cfg.name}  # or: make demo", "```", ""]
     path = out/"report.md"
     path.write_text("\n".join(lines))
