@@ -70,7 +70,7 @@ def dataclass_from_args(cls, args: argparse.Namespace, base=None, prefix: str = 
 # %% ../nbs/14_cli.ipynb #bcab658a
 def show_world(n: int = 2, split: str = "test", seed: int = 0, width: int = 100, file=None) -> None:
     "Print world statistics and `n` sample questions per type with their supporting passages."
-    from search_r1_course.data import load_world, load_world_corpus, sample_per_source, world_dir
+    from search_r1_course.data import load_world, load_world_corpus, sample_per_source
     file = file or sys.stdout
     corpus = {p.id: p for p in load_world_corpus()}
     qs = load_world(split)

@@ -29,7 +29,7 @@ __all__ = ['ANSWER_SEPARATORS', 'SEARCH_R1_REPO', 'WORLD_FILES', 'EVAL_SOURCES',
            'normalize_answers', 'default_data_source', 'detect_answer_sep', 'answers_from_reward_model',
            'question_from_prompt', 'qa_from_records', 'load_jsonl', 'load_parquet', 'load_search_r1',
            'load_verl_parquet', 'load_qa', 'write_qa_parquet', 'world_question_row', 'export_world', 'world_dir',
-           'load_world_corpus', 'load_world', 'load_named', 'QADataset', 'sample_per_source']
+           'load_world_corpus', 'load_world', 'comma_list', 'load_named', 'QADataset', 'sample_per_source']
 
 # %% ../nbs/01_data.ipynb #84588af8
 class DataFormatError(ValueError):
@@ -452,10 +452,11 @@ def load_world(split: str = "train", path: str | os.PathLike | None = None) -> l
     return load_parquet(_world_file(path, f"{split}.parquet"))
 
 # %% ../nbs/01_data.ipynb #3d86a946
-def _split_sources(sources) -> list[str]:
-    if sources is None: return []
-    if isinstance(sources, str): sources = sources.split(",")
-    return [s.strip() for s in sources if s.strip()]
+def comma_list(value: str | Sequence[str] | None) -> list[str]:
+    "The non-empty, stripped items of a comma-separated option ('a, b' -> ['a', 'b']); a list passes through cleaned."
+    if value is None: return []
+    if isinstance(value, str): value = value.split(",")
+    return [s.strip() for s in value if s.strip()]
 
 def load_named(data: str | os.PathLike, split: str, sources: str | Sequence[str] | None = None) -> list[QASample]:
     "The `split` questions of the dataset `data` names ('world', 'search_r1', a folder or a QA file), keeping `sources`."
@@ -468,7 +469,7 @@ def load_named(data: str | os.PathLike, split: str, sources: str | Sequence[str]
         elif path.is_file(): samples = load_qa(path)
         else: raise FileNotFoundError(f"dataset {str(data)!r}: expected 'world', 'search_r1', a QA file "
                                       f"or a folder with {split}.parquet")
-    wanted = _split_sources(sources)
+    wanted = comma_list(sources)
     if wanted:
         have = sorted({s.data_source for s in samples})
         unknown = sorted(set(wanted) - set(have))

@@ -10,14 +10,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from .data import load_named, sample_per_source
+from .data import comma_list, load_named, sample_per_source
 from .evaluation import EvalConfig, EvalResult, evaluate_policy, markdown_table
-from .policy import load_policy
 from .trainer import TrainConfig, get_preset, peak_rss_gb, plot_curves, read_metrics, train
 from .warmstart import WarmStartConfig, warm_start
 
@@ -133,22 +130,18 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
     samples = sample_per_source(load_named("world", "test"), config.eval_n_per_source, seed=config.seed)
     g = grpo_config(config, None)
     ran = not all((out/f).is_file() for f in ("eval_base.json", "eval_grpo.json"))   # some stage runs in this process
-    results = {}
-    base = load_policy(g.model, dtype=g.dtype, threads=g.threads)
-    results["base"] = _evaluate(base, samples, eval_config(config, config.base_prompt_style), out/"eval_base.json")
+    results = {"base": _evaluate(g.model, samples, eval_config(config, config.base_prompt_style), out/"eval_base.json")}
     start, style = g.model, config.base_prompt_style
     if config.warm_start:
         wcfg = warm_config(config)
         model_dir = Path(wcfg.output_dir)/"model"
         if not (model_dir/"config.json").is_file():
-            res = warm_start(wcfg, *base)
+            res = warm_start(wcfg)
             timings.update(warm_start_s=res.seconds, warm_start_trajectories=res.counts["kept"]); save_timings()
-        del base
         start, style = str(model_dir), config.prompt_style
         results["warm start"] = _evaluate(start, samples, eval_config(config, style), out/"eval_warm_start.json")
-    else: del base
-    if grpo_config(config, start).max_steps > 0:
-        tcfg = grpo_config(config, start)
+    tcfg = grpo_config(config, start)
+    if tcfg.max_steps > 0:
         adapter = Path(tcfg.output_dir)/"adapter"
         if not (adapter/"adapter_config.json").is_file():
             res = train(tcfg)
@@ -228,8 +221,8 @@ def write_report(result: ExperimentResult) -> Path:
         lines += ["", "## GRPO curves", "", "![GRPO curves](curves.png)"]
     last = result.results[names[-1]]
     lines += ["", f"## Example trajectories ({names[-1]})", ""]
-    grpo = [s.strip() for s in cfg.grpo_sources.split(",")]
-    warm = [s.strip() for s in cfg.warm_sources.split(",")] if cfg.warm_start else []
+    grpo = comma_list(cfg.grpo_sources)
+    warm = comma_list(cfg.warm_sources) if cfg.warm_start else []
     for r in pick_examples(last, [s for s in grpo if s not in warm] or grpo): lines += [_example(r), ""]   # what RL alone saw
     lines += ["## Reproduce", "", "```bash", f"search-r1-course demo --name {cfg.name}  # or: make demo", "```", ""]
     path = out/"report.md"

@@ -23,7 +23,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from .data import QASample, load_named
+from .data import QASample, comma_list, load_named
 from .generate import GenerationOutput, SamplingParams, TransformersGenerator
 from .policy import load_policy, resolve_device, resolve_dtype
 from .protocol import PROMPT_STYLES, TagProtocol, ToolCallProtocol
@@ -137,7 +137,7 @@ class TrainConfig:
         if self.vllm_mode not in ("colocate", "server"): bad("vllm_mode", "'colocate' or 'server'")
         if not self.temperature > 0: bad("temperature", "> 0 (GRPO needs sampled groups)")
         if self.beta < 0: bad("beta", ">= 0")
-        if not [t for t in self.lora_targets.split(",") if t.strip()]: bad("lora_targets", "comma-separated module names")
+        if not comma_list(self.lora_targets): bad("lora_targets", "comma-separated module names")
 
     @property
     def trajectories_per_step(self) -> int: return self.questions_per_step * self.num_generations
@@ -211,7 +211,7 @@ def lora_config(config: TrainConfig):
     if not config.lora: return None
     from peft import LoraConfig
     return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                      target_modules=[t.strip() for t in config.lora_targets.split(",") if t.strip()],
+                      target_modules=comma_list(config.lora_targets),
                       bias="none", task_type="CAUSAL_LM")
 
 # %% ../nbs/11_trainer.ipynb #69df5479

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from .data import Passage, QASample, load_named, load_world_corpus
+from .data import Passage, QASample, comma_list, load_named, load_world_corpus
 from .generate import GenerationOutput
 from .policy import load_policy
-from .protocol import ANSWER, SEARCH, TagProtocol, find_tags
+from .protocol import ANSWER, SEARCH, TagProtocol
 from .reward import normalize_answer
 from .rollout import RolloutConfig, RolloutEngine, Trajectory, _encode, render_trajectory
 from .search import SearchConfig, make_search_tool
@@ -159,7 +158,7 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None) -> WarmStart
                      bf16=next(model.parameters()).dtype == torch.bfloat16, use_cpu=model.device.type == "cpu",
                      dataloader_num_workers=0, disable_tqdm=False)
     lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0, task_type="CAUSAL_LM",
-                      target_modules=[t.strip() for t in config.lora_targets.split(",") if t.strip()])
+                      target_modules=comma_list(config.lora_targets))
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict(sft_rows(kept)),
                          processing_class=tokenizer, peft_config=lora)
     trainer.train()
