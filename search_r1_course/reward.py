@@ -204,8 +204,12 @@ def outcome_reward(prompts: Sequence[Any], completions: Sequence[Any], config: R
 
 def answer_correct(prompts: Sequence[Any], completions: Sequence[Any], config: RewardConfig = RewardConfig(),
                    answers_key: str = "golden_answers", **kwargs) -> list[float]:
-    "TRL reward function: 1.0 for a correct answer, else 0.0 (for logging)."
-    return [float(r.correct) for r in _batch_results(completions, kwargs, config, answers_key)]
+    "TRL reward function: 1.0 for a correct answer, else 0.0 (for logging); also logs `reward/correct/<data_source>`."
+    correct = [float(r.correct) for r in _batch_results(completions, kwargs, config, answers_key)]
+    log, sources = kwargs.get("log_metric"), kwargs.get("data_source")
+    if callable(log) and sources is not None:   # TRL averages each name's values over the step: the share correct per type
+        for c, source in zip(correct, sources): log(f"reward/correct/{source}", c)
+    return correct
 
 def answer_format(prompts: Sequence[Any], completions: Sequence[Any], config: RewardConfig = RewardConfig(),
                   answers_key: str = "golden_answers", **kwargs) -> list[float]:

@@ -477,15 +477,18 @@ def plot_curves(metrics_jsonl: str | os.PathLike, out_png: str | os.PathLike | N
     import matplotlib.pyplot as plt
     rows = read_metrics(metrics_jsonl)
     if not rows: raise ValueError(f"{metrics_jsonl}: no training rows (lines with a 'loss') to plot")
-    fig, axes = plt.subplots(1, len(CURVES), figsize=(5 * len(CURVES), 3.4))
-    for ax, (name, keys) in zip(axes, CURVES):
+    by_type = sorted({k for r in rows for k in r if k.startswith("reward/correct/")})
+    panels = CURVES + ((("correct by question type", tuple(by_type)),) if by_type else ())
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4))
+    for ax, (name, keys) in zip(axes, panels):
         for k in keys:
             pts = [(r["step"], r[k]) for r in rows if r.get(k) is not None]
             if not pts: continue
-            line, = ax.plot(*zip(*pts), marker="o", ms=3, label=k, alpha=0.45 if smooth > 1 and name == "reward" else 1)
-            if smooth > 1 and name == "reward" and len(pts) >= smooth:   # a few questions per step: a noisy curve
+            noisy = smooth > 1 and name in ("reward", "correct by question type")
+            line, = ax.plot(*zip(*pts), marker="o", ms=3, label=k.removeprefix("reward/correct/"), alpha=0.45 if noisy else 1)
+            if noisy and len(pts) >= smooth:   # a few questions per step: a noisy curve
                 steps, vals = zip(*pts)
-                ax.plot(steps, moving_average(vals, smooth), color=line.get_color(), lw=2, label=f"{k} ({smooth}-step mean)")
+                ax.plot(steps, moving_average(vals, smooth), color=line.get_color(), lw=2, label=f"{line.get_label()} ({smooth}-step mean)")
         ax.set_title(name); ax.set_xlabel("step"); ax.grid(alpha=0.3); ax.legend(fontsize=7)
     if title: fig.suptitle(title)
     fig.tight_layout()
