@@ -205,8 +205,9 @@ def write_report(result: ExperimentResult) -> Path:
         w = result.results["warm start"].metrics["em/macro"]
         lines += [f"GRPO's own contribution over the warm start: {100 * (result.results[names[-1]].metrics['em/macro'] - w):+.1f} points."]
     train_s = (t.get("warm_start_s") or 0) + (t.get("grpo_s") or 0)
-    grpo_metrics = out/"grpo"/"metrics.jsonl"
-    grpo_peak = max((r.get("memory/peak_rss_gb") or 0 for r in read_metrics(grpo_metrics)), default=0) if grpo_metrics.is_file() else 0
+    metrics = out/"grpo"/"metrics.jsonl"
+    steps = read_metrics(metrics) if metrics.is_file() else []
+    grpo_peak = max((r.get("memory/peak_rss_gb") or 0 for r in steps), default=0)
     lines += ["", "## Training cost", "",
               f"* warm start: {_fmt_s(t.get('warm_start_s'))}, {t.get('warm_start_trajectories', '')} oracle trajectories",
               f"* GRPO: {_fmt_s(t.get('grpo_s'))}, {t.get('grpo_steps', '')} steps, median step "
@@ -214,8 +215,7 @@ def write_report(result: ExperimentResult) -> Path:
               f"* training in all: {_fmt_s(train_s)}",
               f"* peak resident memory during GRPO: {grpo_peak:.2f} GiB"
               + (f"; of the whole job's process: {result.peak_rss_gb:.2f} GiB" if result.peak_rss_gb else "")]
-    metrics = out/"grpo"/"metrics.jsonl"
-    if metrics.is_file() and read_metrics(metrics):
+    if steps:
         import matplotlib.pyplot as plt
         plt.close(plot_curves(metrics, out/"curves.png", title=f"GRPO: {cfg.name}"))
         lines += ["", "## GRPO curves", "", "![GRPO curves](curves.png)"]

@@ -21,9 +21,10 @@ from .protocol import (
     hide_blocks, parse_tool_call)
 
 # %% auto #0
-__all__ = ['METRICS', 'TRL_REWARD_WEIGHTS', 'normalize_answer', 'exact_match', 'f1_score', 'substring_match', 'ResponseInfo',
-           'completion_text', 'inspect_response', 'extract_answer', 'RewardConfig', 'RewardResult', 'compute_reward',
-           'compute_rewards', 'reward_metrics', 'outcome_reward', 'answer_correct', 'answer_format', 'trl_reward_funcs']
+__all__ = ['METRICS', 'CORRECT_BY_TYPE', 'TRL_REWARD_WEIGHTS', 'normalize_answer', 'exact_match', 'f1_score', 'substring_match',
+           'ResponseInfo', 'completion_text', 'inspect_response', 'extract_answer', 'RewardConfig', 'RewardResult',
+           'compute_reward', 'compute_rewards', 'reward_metrics', 'outcome_reward', 'answer_correct', 'answer_format',
+           'trl_reward_funcs']
 
 # %% ../nbs/08_reward.ipynb #5923a3d1
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -202,13 +203,15 @@ def outcome_reward(prompts: Sequence[Any], completions: Sequence[Any], config: R
     "TRL reward function: the reward of each completion (the prompt is never read)."
     return [r.reward for r in _batch_results(completions, kwargs, config, answers_key)]
 
+CORRECT_BY_TYPE = "reward/correct/"   # + a data_source: the share correct of that type of question at a step
+
 def answer_correct(prompts: Sequence[Any], completions: Sequence[Any], config: RewardConfig = RewardConfig(),
                    answers_key: str = "golden_answers", **kwargs) -> list[float]:
     "TRL reward function: 1.0 for a correct answer, else 0.0 (for logging); also logs `reward/correct/<data_source>`."
     correct = [float(r.correct) for r in _batch_results(completions, kwargs, config, answers_key)]
     log, sources = kwargs.get("log_metric"), kwargs.get("data_source")
     if callable(log) and sources is not None:   # TRL averages each name's values over the step: the share correct per type
-        for c, source in zip(correct, sources): log(f"reward/correct/{source}", c)
+        for c, source in zip(correct, sources): log(CORRECT_BY_TYPE + str(source), c)
     return correct
 
 def answer_format(prompts: Sequence[Any], completions: Sequence[Any], config: RewardConfig = RewardConfig(),

@@ -27,16 +27,16 @@ from .data import QASample, comma_list, load_named
 from .generate import GenerationOutput, SamplingParams, TransformersGenerator
 from .policy import load_policy, resolve_device, resolve_dtype
 from .protocol import PROMPT_STYLES, TagProtocol, ToolCallProtocol
-from .reward import TRL_REWARD_WEIGHTS, RewardConfig, trl_reward_funcs
+from .reward import CORRECT_BY_TYPE, TRL_REWARD_WEIGHTS, RewardConfig, trl_reward_funcs
 from .rollout import RolloutConfig, RolloutEngine, make_rollout_func
 from .search import RETRIEVER_KINDS, SearchConfig, make_search_tool
 
 # %% auto #0
-__all__ = ['LOSS_TYPES', 'REPORT_TO', 'PRESETS', 'METRIC_ALIASES', 'CURVES', 'TrainConfig', 'get_preset', 'load_train_samples',
-           'to_dataset', 'search_config', 'rollout_config', 'reward_config', 'make_protocol', 'lora_config',
-           'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder',
-           'VLLMGenerator', 'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train',
-           'read_metrics', 'moving_average', 'plot_curves']
+__all__ = ['LOSS_TYPES', 'REPORT_TO', 'PRESETS', 'METRIC_ALIASES', 'CURVES', 'BY_TYPE_PANEL', 'TrainConfig', 'get_preset',
+           'load_train_samples', 'to_dataset', 'search_config', 'rollout_config', 'reward_config', 'make_protocol',
+           'lora_config', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger',
+           'RolloutRecorder', 'VLLMGenerator', 'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult',
+           'train', 'read_metrics', 'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
@@ -466,6 +466,7 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
 CURVES = (("reward", ("reward/mean", "reward/correct", "reward/format")),
           ("searches and turns per trajectory", ("rollout/search_calls", "rollout/turns")),
           ("rates", ("rollout/degenerate_group_rate", "tokens/env_fraction", "rollout/no_search_rate")))
+BY_TYPE_PANEL = "correct by question type"   # drawn when the run logged `CORRECT_BY_TYPE` metrics
 
 def moving_average(values: Sequence[float], window: int) -> list[float]:
     "Mean of each value and up to `window - 1` before it (a trailing average, as long as the input)."
@@ -477,15 +478,15 @@ def plot_curves(metrics_jsonl: str | os.PathLike, out_png: str | os.PathLike | N
     import matplotlib.pyplot as plt
     rows = read_metrics(metrics_jsonl)
     if not rows: raise ValueError(f"{metrics_jsonl}: no training rows (lines with a 'loss') to plot")
-    by_type = sorted({k for r in rows for k in r if k.startswith("reward/correct/")})
-    panels = CURVES + ((("correct by question type", tuple(by_type)),) if by_type else ())
+    by_type = sorted({k for r in rows for k in r if k.startswith(CORRECT_BY_TYPE)})
+    panels = CURVES + (((BY_TYPE_PANEL, tuple(by_type)),) if by_type else ())
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4))
     for ax, (name, keys) in zip(axes, panels):
         for k in keys:
             pts = [(r["step"], r[k]) for r in rows if r.get(k) is not None]
             if not pts: continue
-            noisy = smooth > 1 and name in ("reward", "correct by question type")
-            line, = ax.plot(*zip(*pts), marker="o", ms=3, label=k.removeprefix("reward/correct/"), alpha=0.45 if noisy else 1)
+            noisy = smooth > 1 and name in ("reward", BY_TYPE_PANEL)
+            line, = ax.plot(*zip(*pts), marker="o", ms=3, label=k.removeprefix(CORRECT_BY_TYPE), alpha=0.45 if noisy else 1)
             if noisy and len(pts) >= smooth:   # a few questions per step: a noisy curve
                 steps, vals = zip(*pts)
                 ax.plot(steps, moving_average(vals, smooth), color=line.get_color(), lw=2, label=f"{line.get_label()} ({smooth}-step mean)")
