@@ -29,7 +29,8 @@ __all__ = ['ANSWER_SEPARATORS', 'SEARCH_R1_REPO', 'WORLD_FILES', 'EVAL_SOURCES',
            'normalize_answers', 'default_data_source', 'detect_answer_sep', 'answers_from_reward_model',
            'question_from_prompt', 'qa_from_records', 'load_jsonl', 'load_parquet', 'load_search_r1',
            'load_verl_parquet', 'load_qa', 'write_qa_parquet', 'world_question_row', 'export_world', 'world_dir',
-           'load_world_corpus', 'load_world', 'comma_list', 'load_named', 'QADataset', 'sample_per_source']
+           'load_world_corpus', 'load_world', 'comma_list', 'source_weights', 'weight_sources', 'load_named',
+           'QADataset', 'sample_per_source']
 
 # %% ../nbs/01_data.ipynb #84588af8
 class DataFormatError(ValueError):
@@ -458,8 +459,32 @@ def comma_list(value: str | Sequence[str] | None) -> list[str]:
     if isinstance(value, str): value = value.split(",")
     return [s.strip() for s in value if s.strip()]
 
+def source_weights(sources: str | Sequence[str] | None) -> dict[str, float]:
+    "Each `data_source` of a comma list to its weight: 'a:2, b' -> {'a': 2.0, 'b': 1.0}."
+    weights = {}
+    for item in comma_list(sources):
+        name, _, w = item.partition(":")
+        try: weight = float(w) if w.strip() else 1.0
+        except ValueError: weight = float("nan")
+        if not name.strip() or not weight > 0 or weight == float("inf"):
+            raise ValueError(f"data source {item!r}: expected a name or name:weight with a positive weight, e.g. 'world_2hop:2'")
+        weights[name.strip()] = weight
+    return weights
+
+def weight_sources(samples: Sequence[QASample], weights: dict[str, float], seed: int = 0) -> list[QASample]:
+    "As many `samples` as can be kept in the proportions `weights` sets between sources (seeded; file order kept)."
+    if len(set(weights.values())) <= 1: return list(samples)
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, s in enumerate(samples): groups[s.data_source].append(i)
+    unit = min(len(groups[name]) / w for name, w in weights.items())
+    keep = set()
+    for name, w in weights.items():
+        rng = np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
+        keep.update(rng.choice(groups[name], size=max(1, int(unit * w)), replace=False).tolist())
+    return [s for i, s in enumerate(samples) if i in keep]
+
 def load_named(data: str | os.PathLike, split: str, sources: str | Sequence[str] | None = None) -> list[QASample]:
-    "The `split` questions of the dataset `data` names ('world', 'search_r1', a folder or a QA file), keeping `sources`."
+    "The `split` questions of the dataset `data` names ('world', 'search_r1', a folder or a QA file), keeping `sources` (weighted)."
     if split not in ("train", "test"): raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     if data == "world": samples = load_world(split)
     elif data == "search_r1": samples = load_search_r1(split)
@@ -469,12 +494,12 @@ def load_named(data: str | os.PathLike, split: str, sources: str | Sequence[str]
         elif path.is_file(): samples = load_qa(path)
         else: raise FileNotFoundError(f"dataset {str(data)!r}: expected 'world', 'search_r1', a QA file "
                                       f"or a folder with {split}.parquet")
-    wanted = comma_list(sources)
+    wanted = source_weights(sources)
     if wanted:
         have = sorted({s.data_source for s in samples})
         unknown = sorted(set(wanted) - set(have))
         if unknown: raise ValueError(f"data sources {unknown} are not in {str(data)!r} ({split}); it has {have}")
-        samples = [s for s in samples if s.data_source in wanted]
+        samples = weight_sources([s for s in samples if s.data_source in wanted], wanted)
     if not samples: raise ValueError(f"no {split} questions in {str(data)!r}")
     return samples
 

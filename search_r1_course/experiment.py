@@ -46,6 +46,9 @@ class ExperimentConfig:
     grpo_steps: int | None = None            # None: the preset's max_steps
     grpo_learning_rate: float | None = None  # None: the preset's
     retrieval_score: float = 0.0             # partial credit for a wrong answer whose retrieval held the answer
+    retrieval_sources: str | None = None     # the question types that earn it (None: all)
+    curriculum_sources: str | None = None    # GRPO's first curriculum_steps steps train on these types only
+    curriculum_steps: int = 0
     train_overrides: str = "{}"              # JSON object of any other TrainConfig fields, e.g. '{"num_generations": 4}'
     seed: int = 0
 
@@ -69,7 +72,8 @@ class ExperimentConfig:
 def grpo_config(config: ExperimentConfig, start_model: str | None) -> TrainConfig:
     "The GRPO stage: the preset, started from `start_model`, on the experiment's questions, prompt and step count."
     over = dict(json.loads(config.train_overrides), output_dir=str(config.out/"grpo"), data_sources=config.grpo_sources, eval_n_per_source=0,
-                retrieval_score=config.retrieval_score, seed=config.seed,
+                retrieval_score=config.retrieval_score, retrieval_sources=config.retrieval_sources,
+                curriculum_sources=config.curriculum_sources, curriculum_steps=config.curriculum_steps, seed=config.seed,
                 prompt_style=config.prompt_style if config.warm_start else config.base_prompt_style)
     if start_model is not None: over["model"] = start_model
     elif config.model is not None: over["model"] = config.model
@@ -105,10 +109,12 @@ class ExperimentResult:
 
 STAGES = ("base", "warm start", "warm start + GRPO")
 
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ExperimentConfig)}
+
 def _check_config(config: ExperimentConfig) -> None:
     path = config.out/"experiment.json"
     if path.is_file():
-        old = json.loads(path.read_text())
+        old = {**_DEFAULTS, **json.loads(path.read_text())}   # a field added since the run was made has its default there
         changed = sorted(k for k, v in config.to_dict().items() if old.get(k) != v and k != "runs_dir")  # the folder may move
         if changed: raise ValueError(f"{config.out} holds a run with a different configuration ({', '.join(changed)} differ): "
                                      "pass a new --name or delete the folder")

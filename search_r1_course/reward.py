@@ -12,7 +12,7 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Sequence
 
@@ -138,6 +138,7 @@ class RewardConfig:
     invalid_reward: float = -0.1     # only used with format_tiers
     no_search_penalty: float = 0.0   # subtracted from a valid response that never searched
     retrieval_score: float = 0.0     # added to a valid, wrong response whose retrieval held a golden answer
+    retrieval_sources: tuple[str, ...] = ()   # the data_sources that earn retrieval_score (empty: all)
     max_answer_tags: int = 1         # more answer tags than this is treated as invalid
     strip_accents: bool = False
 
@@ -196,7 +197,12 @@ def _batch_results(completions: Sequence[Any], kwargs: dict, config: RewardConfi
     if answers_key not in kwargs:
         found = sorted(k for k in kwargs if k not in ("trainer_state", "log_extra", "log_metric", "completion_ids", "environments"))
         raise ValueError(f"reward: expected the golden answers in the dataset column {answers_key!r}; columns found: {found}")
-    return compute_rewards([completion_text(c) for c in completions], kwargs[answers_key], config)
+    texts, golds = [completion_text(c) for c in completions], kwargs[answers_key]
+    if not (config.retrieval_score and config.retrieval_sources): return compute_rewards(texts, golds, config)
+    sources = kwargs.get("data_source")
+    if sources is None: raise ValueError("reward: retrieval_sources needs the dataset column 'data_source', which is missing")
+    no_credit = replace(config, retrieval_score=0.0)
+    return [compute_reward(t, g, config if s in config.retrieval_sources else no_credit) for t, g, s in zip(texts, golds, sources)]
 
 def outcome_reward(prompts: Sequence[Any], completions: Sequence[Any], config: RewardConfig = RewardConfig(),
                    answers_key: str = "golden_answers", **kwargs) -> list[float]:

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import os
+import random
 import resource
 import sys
 import time
@@ -33,10 +34,10 @@ from .search import RETRIEVER_KINDS, SearchConfig, make_search_tool
 
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'REPORT_TO', 'PRESETS', 'METRIC_ALIASES', 'CURVES', 'BY_TYPE_PANEL', 'TrainConfig', 'get_preset',
-           'load_train_samples', 'to_dataset', 'search_config', 'rollout_config', 'reward_config', 'make_protocol',
-           'lora_config', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger',
-           'RolloutRecorder', 'VLLMGenerator', 'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult',
-           'train', 'read_metrics', 'moving_average', 'plot_curves']
+           'load_train_samples', 'curriculum_order', 'to_dataset', 'search_config', 'rollout_config', 'reward_config',
+           'make_protocol', 'lora_config', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer',
+           'MetricsLogger', 'RolloutRecorder', 'VLLMGenerator', 'build_engine', 'build_trainer', 'latest_checkpoint',
+           'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
@@ -90,14 +91,17 @@ class TrainConfig:
     encoder: str = "minilm"                  # dense retriever: 'minilm' | 'e5' | 'e5:<model>' | 'st:<dir>'
     # data
     train_data: str = "world"                # 'world' | 'search_r1' | a .jsonl/.parquet file | a folder with train.parquet
-    data_sources: str | None = None          # comma-separated data_source filter
+    data_sources: str | None = None          # comma-separated data_source filter; 'name:2' weights a source
+    curriculum_sources: str | None = None    # the first curriculum_steps steps draw their questions from these only
+    curriculum_steps: int = 0
     max_train_samples: int | None = None     # keep the first N questions (after filtering)
     # reward
     reward_metric: str = "em"                # 'em' | 'f1' | 'substring'
     format_tiers: bool = False               # correct 1.0 / valid wrong 0.0 / invalid -0.1
     invalid_reward: float = -0.1
     no_search_penalty: float = 0.0
-    retrieval_score: float = 0.0
+    retrieval_score: float = 0.0             # partial credit for a wrong answer whose retrieval held the answer
+    retrieval_sources: str | None = None     # comma-separated data_sources that earn it (None: all)
     # output
     output_dir: str = "runs/grpo"
     run_name: str | None = None
@@ -138,6 +142,9 @@ class TrainConfig:
         if not self.temperature > 0: bad("temperature", "> 0 (GRPO needs sampled groups)")
         if self.beta < 0: bad("beta", ">= 0")
         if not comma_list(self.lora_targets): bad("lora_targets", "comma-separated module names")
+        if not isinstance(self.curriculum_steps, int) or self.curriculum_steps < 0: bad("curriculum_steps", "an int >= 0")
+        if self.curriculum_steps and not comma_list(self.curriculum_sources):
+            bad("curriculum_sources", f"the data sources of the first {self.curriculum_steps} steps")
 
     @property
     def trajectories_per_step(self) -> int: return self.questions_per_step * self.num_generations
@@ -174,7 +181,17 @@ def load_train_samples(config: TrainConfig) -> list[QASample]:
     samples = load_named(config.train_data, "train", config.data_sources)
     if config.max_train_samples is not None: samples = samples[:config.max_train_samples]
     if not samples: raise ValueError(f"no training questions left from {config.train_data!r}")
+    if config.curriculum_steps: samples = curriculum_order(config, samples)
     return samples
+
+def curriculum_order(config: TrainConfig, samples: Sequence[QASample]) -> list[QASample]:
+    "Questions in step order: `curriculum_steps` steps of `curriculum_sources`, then the rest, each part in a seeded shuffle."
+    first = load_named(config.train_data, "train", config.curriculum_sources)
+    n = config.curriculum_steps * config.questions_per_step
+    if len(first) < n: raise ValueError(f"curriculum: {config.curriculum_steps} steps x {config.questions_per_step} "
+                                        f"questions need {n} questions of {config.curriculum_sources!r}, found {len(first)}")
+    rng = random.Random(config.seed)
+    return rng.sample(first, n) + rng.sample(list(samples), len(samples))
 
 def to_dataset(samples: Sequence[QASample]):
     "A `datasets.Dataset` with the columns TRL and the reward functions read: prompt, golden_answers, data_source, id."
@@ -199,7 +216,8 @@ def rollout_config(config: TrainConfig) -> RolloutConfig:
 def reward_config(config: TrainConfig) -> RewardConfig:
     "The reward of a run."
     return RewardConfig(metric=config.reward_metric, format_tiers=config.format_tiers, invalid_reward=config.invalid_reward,
-                        no_search_penalty=config.no_search_penalty, retrieval_score=config.retrieval_score)
+                        no_search_penalty=config.no_search_penalty, retrieval_score=config.retrieval_score,
+                        retrieval_sources=tuple(comma_list(config.retrieval_sources)))
 
 def make_protocol(config, tokenizer):
     "The interaction protocol: Search-R1 tags in a prompt style, or chat-template tool calls."
@@ -228,7 +246,7 @@ def grpo_args(config: TrainConfig, device: str | torch.device | None = None) -> 
         max_completion_length=config.max_total_tokens, temperature=config.temperature, top_p=config.top_p,
         beta=config.beta, epsilon=config.epsilon, loss_type=config.loss_type, scale_rewards=config.scale_rewards,
         mask_truncated_completions=config.mask_truncated_completions, num_iterations=1,
-        reward_weights=list(TRL_REWARD_WEIGHTS), remove_unused_columns=False, shuffle_dataset=True,
+        reward_weights=list(TRL_REWARD_WEIGHTS), remove_unused_columns=False, shuffle_dataset=not config.curriculum_steps,
         bf16=config.dtype == "bf16", fp16=config.dtype == "fp16", use_cpu=dev.type == "cpu",
         gradient_checkpointing=config.gradient_checkpointing, logging_steps=config.logging_steps,
         save_strategy="steps", save_steps=config.save_steps, save_total_limit=config.save_total_limit,
