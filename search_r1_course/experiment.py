@@ -23,6 +23,9 @@ __all__ = ['STAGES', 'ExperimentConfig', 'grpo_config', 'warm_config', 'eval_con
            'results_table', 'pick_examples', 'write_report']
 
 # %% ../nbs/13_experiment.ipynb #7ce69c08
+_SET_BY_EXPERIMENT = {"retrieval_score", "retrieval_sources", "curriculum_sources", "curriculum_steps", "seed",
+                      "data_sources", "output_dir", "prompt_style", "eval_n_per_source"}   # TrainConfig fields grpo_config sets
+
 @dataclass
 class ExperimentConfig:
     "The main job: evaluate base, warm start, then GRPO; every stage on the same questions and budgets."
@@ -62,6 +65,9 @@ class ExperimentConfig:
         if not isinstance(overrides, dict):
             raise ValueError('ExperimentConfig.train_overrides: expected a JSON object such as {"num_generations": 4}, '
                              f"got {self.train_overrides!r}")
+        own = sorted(set(overrides) & _SET_BY_EXPERIMENT)
+        if own: raise ValueError(f"ExperimentConfig.train_overrides: {own} are set by the experiment itself; "
+                                 f"use its own options instead ({', '.join('--' + k.replace('_', '-') for k in own)})")
         get_preset(self.preset, **overrides)   # an unknown preset or field fails here, before anything runs
 
     @property
