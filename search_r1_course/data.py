@@ -29,8 +29,8 @@ __all__ = ['ANSWER_SEPARATORS', 'SEARCH_R1_REPO', 'WORLD_FILES', 'EVAL_SOURCES',
            'normalize_answers', 'default_data_source', 'detect_answer_sep', 'answers_from_reward_model',
            'question_from_prompt', 'qa_from_records', 'load_jsonl', 'load_parquet', 'load_search_r1',
            'load_verl_parquet', 'load_qa', 'write_qa_parquet', 'world_question_row', 'export_world', 'world_dir',
-           'load_world_corpus', 'load_world', 'comma_list', 'source_weights', 'weight_sources', 'load_named',
-           'QADataset', 'sample_per_source']
+           'load_world_corpus', 'load_world', 'comma_list', 'source_weights', 'pick_per_source', 'weight_sources',
+           'load_named', 'QADataset', 'sample_per_source']
 
 # %% ../nbs/01_data.ipynb #84588af8
 class DataFormatError(ValueError):
@@ -471,16 +471,18 @@ def source_weights(sources: str | Sequence[str] | None) -> dict[str, float]:
         weights[name.strip()] = weight
     return weights
 
+def pick_per_source(source: str, n_items: int, k: int, seed: int = 0) -> list[int]:
+    "`k` of `n_items` positions, sorted, seeded by `seed` and the source's name (so each source draws on its own)."
+    rng = np.random.default_rng([seed, zlib.crc32(source.encode("utf-8"))])
+    return sorted(rng.choice(n_items, size=min(k, n_items), replace=False).tolist())
+
 def weight_sources(samples: Sequence[QASample], weights: dict[str, float], seed: int = 0) -> list[QASample]:
     "As many `samples` as can be kept in the proportions `weights` sets between sources (seeded; file order kept)."
     if len(set(weights.values())) <= 1: return list(samples)
     groups: dict[str, list[int]] = defaultdict(list)
     for i, s in enumerate(samples): groups[s.data_source].append(i)
     unit = min(len(groups[name]) / w for name, w in weights.items())
-    keep = set()
-    for name, w in weights.items():
-        rng = np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
-        keep.update(rng.choice(groups[name], size=max(1, int(unit * w)), replace=False).tolist())
+    keep = {groups[name][k] for name, w in weights.items() for k in pick_per_source(name, len(groups[name]), max(1, int(unit * w)), seed)}
     return [s for i, s in enumerate(samples) if i in keep]
 
 def load_named(data: str | os.PathLike, split: str, sources: str | Sequence[str] | None = None) -> list[QASample]:
@@ -580,7 +582,5 @@ def sample_per_source(samples: Iterable[QASample], n: int, seed: int = 0) -> lis
     out = []
     for source in sorted(groups):
         items = groups[source]
-        rng = np.random.default_rng([seed, zlib.crc32(source.encode("utf-8"))])
-        picked = sorted(rng.choice(len(items), size=min(n, len(items)), replace=False).tolist())
-        out += [items[i] for i in picked]
+        out += [items[i] for i in pick_per_source(source, len(items), n, seed)]
     return out

@@ -19,13 +19,10 @@ from .trainer import TrainConfig, get_preset, peak_rss_gb, plot_curves, read_met
 from .warmstart import WarmStartConfig, warm_start
 
 # %% auto #0
-__all__ = ['STAGES', 'ExperimentConfig', 'grpo_config', 'warm_config', 'eval_config', 'ExperimentResult', 'run_experiment',
-           'results_table', 'pick_examples', 'write_report']
+__all__ = ['STAGES', 'ExperimentConfig', 'set_by_experiment', 'grpo_config', 'warm_config', 'eval_config', 'ExperimentResult',
+           'run_experiment', 'results_table', 'pick_examples', 'write_report']
 
 # %% ../nbs/13_experiment.ipynb #7ce69c08
-_SET_BY_EXPERIMENT = {"retrieval_score", "retrieval_sources", "curriculum_sources", "curriculum_steps", "seed",
-                      "data_sources", "output_dir", "prompt_style", "eval_n_per_source"}   # TrainConfig fields grpo_config sets
-
 @dataclass
 class ExperimentConfig:
     "The main job: evaluate base, warm start, then GRPO; every stage on the same questions and budgets."
@@ -65,7 +62,7 @@ class ExperimentConfig:
         if not isinstance(overrides, dict):
             raise ValueError('ExperimentConfig.train_overrides: expected a JSON object such as {"num_generations": 4}, '
                              f"got {self.train_overrides!r}")
-        own = sorted(set(overrides) & _SET_BY_EXPERIMENT)
+        own = sorted(set(overrides) & set(set_by_experiment(self)))
         if own: raise ValueError(f"ExperimentConfig.train_overrides: {own} are set by the experiment itself; "
                                  f"use its own options instead ({', '.join('--' + k.replace('_', '-') for k in own)})")
         get_preset(self.preset, **overrides)   # an unknown preset or field fails here, before anything runs
@@ -74,13 +71,17 @@ class ExperimentConfig:
     def out(self) -> Path: return Path(self.runs_dir)/self.name
     def to_dict(self) -> dict: return dataclasses.asdict(self)
 
-# %% ../nbs/13_experiment.ipynb #2ecc4de6
-def grpo_config(config: ExperimentConfig, start_model: str | None) -> TrainConfig:
-    "The GRPO stage: the preset, started from `start_model`, on the experiment's questions, prompt and step count."
-    over = dict(json.loads(config.train_overrides), output_dir=str(config.out/"grpo"), data_sources=config.grpo_sources, eval_n_per_source=0,
+def set_by_experiment(config: ExperimentConfig) -> dict:
+    "The `TrainConfig` fields the experiment always sets for its GRPO stage (`train_overrides` may not)."
+    return dict(output_dir=str(config.out/"grpo"), data_sources=config.grpo_sources, eval_n_per_source=0,
                 retrieval_score=config.retrieval_score, retrieval_sources=config.retrieval_sources,
                 curriculum_sources=config.curriculum_sources, curriculum_steps=config.curriculum_steps, seed=config.seed,
                 prompt_style=config.prompt_style if config.warm_start else config.base_prompt_style)
+
+# %% ../nbs/13_experiment.ipynb #2ecc4de6
+def grpo_config(config: ExperimentConfig, start_model: str | None) -> TrainConfig:
+    "The GRPO stage: the preset, started from `start_model`, on the experiment's questions, prompt and step count."
+    over = dict(json.loads(config.train_overrides), **set_by_experiment(config))
     if start_model is not None: over["model"] = start_model
     elif config.model is not None: over["model"] = config.model
     if config.threads is not None: over["threads"] = config.threads

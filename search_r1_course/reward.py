@@ -12,7 +12,7 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Sequence
 
@@ -160,8 +160,9 @@ class RewardResult:
     reason: str = ""     # why the format is invalid
 
 # %% ../nbs/08_reward.ipynb #d8709825
-def compute_reward(response: Any, golds: str | Sequence[str], config: RewardConfig = RewardConfig()) -> RewardResult:
-    "Reward one completion (text or chat messages) against its golden answers."
+def compute_reward(response: Any, golds: str | Sequence[str], config: RewardConfig = RewardConfig(),
+                   source: str | None = None) -> RewardResult:
+    "Reward one completion (text or chat messages) against its golden answers; `source` is its question's data_source."
     golds = _golds(golds)
     info = inspect_response(response, config.max_answer_tags)
     if not info.valid_format:
@@ -172,18 +173,20 @@ def compute_reward(response: Any, golds: str | Sequence[str], config: RewardConf
     if config.format_tiers: reward = config.wrong_reward + (config.correct_reward - config.wrong_reward) * score
     else: reward = score * config.correct_reward
     if not info.searched: reward -= config.no_search_penalty
-    if not correct and config.retrieval_score and substring_match(info.information, golds, config.strip_accents):
+    credited = not config.retrieval_sources or source in config.retrieval_sources
+    if not correct and config.retrieval_score and credited and substring_match(info.information, golds, config.strip_accents):
         reward += config.retrieval_score
     return RewardResult(float(reward), correct, True, info.searched, info.answer, float(score))
 
 # %% ../nbs/08_reward.ipynb #90993742
 def compute_rewards(responses: Sequence[Any], golds: Sequence[str | Sequence[str]],
-                    config: RewardConfig = RewardConfig()) -> list[RewardResult]:
+                    config: RewardConfig = RewardConfig(), sources: Sequence[str] | None = None) -> list[RewardResult]:
     "`compute_reward` for each (response, golden answers) pair."
     if len(responses) != len(golds):
         raise ValueError(f"compute_rewards: expected one list of golden answers per response, "
                          f"got {len(golds)} for {len(responses)} responses")
-    return [compute_reward(r, g, config) for r, g in zip(responses, golds)]
+    if sources is None: sources = [None] * len(responses)
+    return [compute_reward(r, g, config, s) for r, g, s in zip(responses, golds, sources)]
 
 def reward_metrics(results: Sequence[RewardResult]) -> dict[str, float]:
     "Mean reward, share correct and share in valid format."
@@ -197,12 +200,10 @@ def _batch_results(completions: Sequence[Any], kwargs: dict, config: RewardConfi
     if answers_key not in kwargs:
         found = sorted(k for k in kwargs if k not in ("trainer_state", "log_extra", "log_metric", "completion_ids", "environments"))
         raise ValueError(f"reward: expected the golden answers in the dataset column {answers_key!r}; columns found: {found}")
-    texts, golds = [completion_text(c) for c in completions], kwargs[answers_key]
-    if not (config.retrieval_score and config.retrieval_sources): return compute_rewards(texts, golds, config)
     sources = kwargs.get("data_source")
-    if sources is None: raise ValueError("reward: retrieval_sources needs the dataset column 'data_source', which is missing")
-    no_credit = replace(config, retrieval_score=0.0)
-    return [compute_reward(t, g, config if s in config.retrieval_sources else no_credit) for t, g, s in zip(texts, golds, sources)]
+    if config.retrieval_sources and sources is None:
+        raise ValueError("reward: retrieval_sources needs the dataset column 'data_source', which is missing")
+    return compute_rewards([completion_text(c) for c in completions], kwargs[answers_key], config, sources)
 
 def outcome_reward(prompts: Sequence[Any], completions: Sequence[Any], config: RewardConfig = RewardConfig(),
                    answers_key: str = "golden_answers", **kwargs) -> list[float]:
