@@ -20,10 +20,9 @@ from tqdm.auto import tqdm
 
 from .data import EVAL_SOURCES, QASample, load_named, sample_per_source
 from .generate import TransformersGenerator
-from .protocol import TagProtocol, ToolCallProtocol
 from .reward import RewardConfig, compute_reward, f1_score
-from .rollout import STATUSES, RolloutConfig, RolloutEngine, Trajectory, render_trajectory
-from .search import SearchConfig, make_search_tool
+from .rollout import STATUSES, RolloutEngine, Trajectory, make_protocol, render_trajectory, rollout_config, search_config
+from .search import make_search_tool
 
 # %% auto #0
 __all__ = ['EvalConfig', 'load_eval_samples', 'make_eval_engine', 'response_text', 'grade', 'summarize', 'EvalResult',
@@ -83,14 +82,8 @@ def load_eval_samples(config: EvalConfig) -> list[QASample]:
 # %% ../nbs/12_eval.ipynb #af83db29
 def make_eval_engine(model, tokenizer, config: EvalConfig) -> RolloutEngine:
     "A rollout engine for evaluation: transformers generation, the config's protocol, retriever and budgets."
-    protocol = (ToolCallProtocol(tokenizer=tokenizer) if config.protocol == "tool_call"
-                else TagProtocol(config.prompt_style, tokenizer=tokenizer))
-    tool = make_search_tool(SearchConfig(kind=config.retriever, corpus_path=config.corpus_path, index_dir=config.index_dir,
-                                         topk=config.topk, url=config.retriever_url, encoder=config.encoder))
-    rc = RolloutConfig(max_turns=config.max_turns, max_new_tokens_per_turn=config.max_new_tokens_per_turn,
-                       max_total_tokens=config.max_total_tokens, max_obs_tokens=config.max_obs_tokens,
-                       temperature=config.temperature, top_p=config.top_p, seed=config.seed)
-    return RolloutEngine(TransformersGenerator(model, tokenizer), protocol, tool, tokenizer, rc)
+    return RolloutEngine(TransformersGenerator(model, tokenizer), make_protocol(config, tokenizer),
+                         make_search_tool(search_config(config)), tokenizer, rollout_config(config))
 
 def response_text(traj: Trajectory, tokenizer) -> str:
     "What the policy wrote in a trajectory: its sampled segments decoded, the inserted ones left out."

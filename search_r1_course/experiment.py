@@ -39,12 +39,12 @@ class ExperimentConfig:
     # warm start
     warm_start: bool = True
     warm_sources: str = "world_1hop"
-    warm_samples: int = 160
+    warm_samples: int = 80                   # enough to teach the moves, too few to teach reading the answer
     warm_learning_rate: float = 2e-4
     # GRPO
     grpo_sources: str = "world_1hop,world_comparison"   # comparisons to learn, 1-hop lookups so as not to forget them
-    grpo_steps: int | None = None            # None: the preset's max_steps
-    grpo_learning_rate: float | None = None  # None: the preset's
+    grpo_steps: int | None = 36              # None: the preset's max_steps
+    grpo_learning_rate: float | None = 2e-4  # None: the preset's
     retrieval_score: float = 0.0             # partial credit for a wrong answer whose retrieval held the answer
     retrieval_sources: str | None = None     # the question types that earn it (None: all)
     curriculum_sources: str | None = None    # GRPO's first curriculum_steps steps train on these types only

@@ -14,12 +14,13 @@ from fastcore.basics import patch
 from tqdm.auto import tqdm
 
 from .generate import GenerationOutput, SamplingParams
-from .protocol import Action, Answer, Invalid, Protocol, Search
-from .search import truncate_tokens
+from .protocol import Action, Answer, Invalid, Protocol, Search, TagProtocol, ToolCallProtocol
+from .search import SearchConfig, truncate_tokens
 
 # %% auto #0
 __all__ = ['STATUSES', 'RolloutConfig', 'Trajectory', 'render_trajectory', 'RolloutEngine', 'turn_seed', 'degenerate_group_rate',
-           'rollout_metrics', 'trl_rollout_output', 'make_rollout_func']
+           'rollout_metrics', 'trl_rollout_output', 'make_rollout_func', 'search_config', 'rollout_config',
+           'make_protocol']
 
 # %% ../nbs/07_rollout.ipynb #1b3b947a
 STATUSES = ("answered", "max_turns", "length", "invalid")
@@ -321,3 +322,21 @@ def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metric
         return trl_rollout_output(trajs)
     rollout_func.engine, rollout_func.last_trajectories = engine, []
     return rollout_func
+
+# %% ../nbs/07_rollout.ipynb #eba44033
+_RUN_ROLLOUT_FIELDS = ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens", "temperature", "top_p", "seed")
+_RUN_SEARCH_FIELDS = dict(corpus_path="corpus_path", index_dir="index_dir", url="retriever_url", encoder="encoder")
+
+def search_config(run) -> SearchConfig:
+    "The `SearchConfig` a run's configuration names: `retriever`, `topk`, and `corpus_path`, `index_dir`, `retriever_url`, `encoder` where it has them."
+    extra = {k: getattr(run, name) for k, name in _RUN_SEARCH_FIELDS.items() if hasattr(run, name)}
+    return SearchConfig(kind=run.retriever, topk=run.topk, **extra)
+
+def rollout_config(run, **overrides) -> RolloutConfig:
+    "The `RolloutConfig` of a run: its budgets, and its sampling where it has them; then `overrides`."
+    return RolloutConfig(**{**{k: getattr(run, k) for k in _RUN_ROLLOUT_FIELDS if hasattr(run, k)}, **overrides})
+
+def make_protocol(run, tokenizer) -> Protocol:
+    "The interaction protocol of a run: Search-R1 tags in its prompt style, or chat-template tool calls (`protocol='tool_call'`)."
+    if getattr(run, "protocol", "tag") == "tool_call": return ToolCallProtocol(tokenizer=tokenizer)
+    return TagProtocol(run.prompt_style, tokenizer=tokenizer)

@@ -27,17 +27,17 @@ from trl.trainer.utils import RepeatSampler
 from .data import QASample, comma_list, load_named
 from .generate import GenerationOutput, SamplingParams, TransformersGenerator
 from .policy import load_policy, resolve_device, resolve_dtype
-from .protocol import PROMPT_STYLES, TagProtocol, ToolCallProtocol
+from .protocol import PROMPT_STYLES
 from .reward import CORRECT_BY_TYPE, TRL_REWARD_WEIGHTS, RewardConfig, trl_reward_funcs
-from .rollout import RolloutConfig, RolloutEngine, make_rollout_func
-from .search import RETRIEVER_KINDS, SearchConfig, make_search_tool
+from .rollout import RolloutEngine, make_protocol, make_rollout_func, rollout_config, search_config
+from .search import RETRIEVER_KINDS, make_search_tool
 
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'REPORT_TO', 'PRESETS', 'METRIC_ALIASES', 'CURVES', 'BY_TYPE_PANEL', 'TrainConfig', 'get_preset',
-           'load_train_samples', 'curriculum_order', 'to_dataset', 'search_config', 'rollout_config', 'reward_config',
-           'make_protocol', 'lora_config', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer',
-           'MetricsLogger', 'RolloutRecorder', 'VLLMGenerator', 'build_engine', 'build_trainer', 'latest_checkpoint',
-           'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
+           'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config', 'lora_config', 'grpo_args',
+           'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder',
+           'VLLMGenerator', 'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train',
+           'read_metrics', 'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
@@ -202,27 +202,11 @@ def to_dataset(samples: Sequence[QASample]):
                               "id": [s.id for s in samples]})
 
 # %% ../nbs/11_trainer.ipynb #90d54945
-def search_config(config) -> SearchConfig:
-    "The `SearchConfig` of a training (or evaluation) config."
-    return SearchConfig(kind=config.retriever, corpus_path=config.corpus_path, index_dir=config.index_dir,
-                        topk=config.topk, url=config.retriever_url, encoder=config.encoder)
-
-def rollout_config(config: TrainConfig) -> RolloutConfig:
-    "Budgets and sampling of the training rollouts."
-    return RolloutConfig(max_turns=config.max_turns, max_new_tokens_per_turn=config.max_new_tokens_per_turn,
-                         max_total_tokens=config.max_total_tokens, max_obs_tokens=config.max_obs_tokens,
-                         temperature=config.temperature, top_p=config.top_p, seed=config.seed)
-
 def reward_config(config: TrainConfig) -> RewardConfig:
     "The reward of a run."
     return RewardConfig(metric=config.reward_metric, format_tiers=config.format_tiers, invalid_reward=config.invalid_reward,
                         no_search_penalty=config.no_search_penalty, retrieval_score=config.retrieval_score,
                         retrieval_sources=tuple(comma_list(config.retrieval_sources)))
-
-def make_protocol(config, tokenizer):
-    "The interaction protocol: Search-R1 tags in a prompt style, or chat-template tool calls."
-    if config.protocol == "tool_call": return ToolCallProtocol(tokenizer=tokenizer)
-    return TagProtocol(config.prompt_style, tokenizer=tokenizer)
 
 def lora_config(config: TrainConfig):
     "The peft `LoraConfig` of a run (None when training all weights)."

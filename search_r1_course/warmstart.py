@@ -20,10 +20,10 @@ import torch
 from .data import Passage, QASample, comma_list, load_named, load_world_corpus
 from .generate import GenerationOutput
 from .policy import load_policy
-from .protocol import ANSWER, SEARCH, TagProtocol
+from .protocol import ANSWER, SEARCH
 from .reward import normalize_answer
-from .rollout import RolloutConfig, RolloutEngine, Trajectory, _encode, render_trajectory
-from .search import SearchConfig, make_search_tool
+from .rollout import RolloutEngine, Trajectory, _encode, make_protocol, render_trajectory, rollout_config, search_config
+from .search import make_search_tool
 
 # %% auto #0
 __all__ = ['oracle_turns', 'OracleGenerator', 'oracle_trajectories', 'sft_rows', 'WarmStartConfig', 'WarmStartResult',
@@ -143,12 +143,10 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None) -> WarmStart
     from trl import SFTConfig, SFTTrainer
     t0 = time.perf_counter()
     if model is None: model, tokenizer = load_policy(config.model, dtype=config.dtype, threads=config.threads)
-    protocol = TagProtocol(config.prompt_style, tokenizer=tokenizer)
-    tool = make_search_tool(SearchConfig(kind=config.retriever, topk=config.topk))
-    rc = RolloutConfig(max_turns=config.max_turns, max_new_tokens_per_turn=config.max_new_tokens_per_turn,
-                       max_total_tokens=config.max_total_tokens, max_obs_tokens=config.max_obs_tokens, show_progress=False)
+    engine = RolloutEngine(None, make_protocol(config, tokenizer), make_search_tool(search_config(config)), tokenizer,
+                           rollout_config(config))
     corpus = {p.id: p for p in load_world_corpus()} if config.data == "world" else {}
-    kept, counts = oracle_trajectories(_sample(config), RolloutEngine(None, protocol, tool, tokenizer, rc), corpus)
+    kept, counts = oracle_trajectories(_sample(config), engine, corpus)
     if not kept: raise ValueError(f"warm start: none of {counts['played']} oracle trajectories found its answer "
                                   "(are max_new_tokens_per_turn and max_obs_tokens large enough for a whole turn and passage?)")
     out = Path(config.output_dir)
