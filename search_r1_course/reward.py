@@ -186,6 +186,8 @@ def compute_rewards(responses: Sequence[Any], golds: Sequence[str | Sequence[str
         raise ValueError(f"compute_rewards: expected one list of golden answers per response, "
                          f"got {len(golds)} for {len(responses)} responses")
     if sources is None: sources = [None] * len(responses)
+    if len(sources) != len(responses):
+        raise ValueError(f"compute_rewards: expected one data_source per response, got {len(sources)} for {len(responses)} responses")
     return [compute_reward(r, g, config, s) for r, g, s in zip(responses, golds, sources)]
 
 def reward_metrics(results: Sequence[RewardResult]) -> dict[str, float]:
