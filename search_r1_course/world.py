@@ -6,10 +6,11 @@ Docs: https://search-r1-course.github.io/search_r1_course/world.html.md"""
 
 # %% auto #0
 __all__ = ['BLOCKLIST', 'ETYPES', 'OCCUPATIONS', 'ORG_KINDS', 'WORK_KINDS', 'GENERIC_NAME_WORDS', 'PASSAGE_TEMPLATES',
-           'SENTENCE_FACTS', 'ONE_HOP', 'TWO_HOP', 'COMPARISON', 'WorldConfig', 'spell', 'NameMaker', 'WorldEntity',
-           'add_places', 'add_people', 'add_organisations', 'add_works', 'add_landscape', 'make_entities',
-           'WorldPassage', 'with_article', 'render_passage', 'WorldQuestion', 'answers_for', 'take_balanced',
-           'one_hop_questions', 'two_hop_questions', 'comparison_questions', 'split_questions', 'World', 'build_world']
+           'SENTENCE_FACTS', 'ONE_HOP', 'TWO_HOP', 'COMPARISON', 'SPLITS', 'WorldConfig', 'spell', 'NameMaker',
+           'WorldEntity', 'add_places', 'add_people', 'add_organisations', 'add_works', 'add_landscape',
+           'make_entities', 'WorldPassage', 'with_article', 'render_passage', 'WorldQuestion', 'answers_for',
+           'take_balanced', 'one_hop_questions', 'two_hop_questions', 'comparison_questions', 'split_questions',
+           'World', 'build_world']
 
 # %% ../nbs/00_world.ipynb #2302ee5e
 import random, re
@@ -33,6 +34,7 @@ class WorldConfig:
     n_2hop: int = 2400
     n_comparison: int = 1700  # 12% held out: 204 test comparisons, enough for a 200-per-type evaluation
     test_fraction: float = 0.12  # share of each question type held out for testing
+    dev_fraction: float = 0.12   # share held out for choosing recipes and stopping points (never trained on)
     near_duplicate_rate: float = 0.05  # share of people, cities and organisations named like an earlier one
     married_rate: float = 0.4    # share of people with a spouse
     max_per_answer: int = 8      # at most this many questions of one type share an answer
@@ -47,12 +49,15 @@ class WorldConfig:
             if getattr(self, k) < 0: raise ValueError(f"WorldConfig.{k} must be >= 0, got {getattr(self, k)}")
         if not 0 < self.test_fraction < 1:
             raise ValueError(f"WorldConfig.test_fraction must be between 0 and 1 (exclusive), got {self.test_fraction}")
+        if not 0 <= self.dev_fraction < 1 - self.test_fraction:
+            raise ValueError(f"WorldConfig.dev_fraction must be >= 0 and leave questions to train on beside "
+                             f"test_fraction={self.test_fraction}, got {self.dev_fraction}")
         for k in ("near_duplicate_rate", "married_rate"):
             if not 0 <= getattr(self, k) <= 0.5: raise ValueError(f"WorldConfig.{k} must be in [0, 0.5], got {getattr(self, k)}")
 
     @classmethod
     def default(cls, seed: int = 0) -> "WorldConfig":
-        "The shipped world: about 6k passages and 6.6k questions."
+        "The shipped world: about 6k passages and 6.9k questions."
         return cls(seed=seed)
 
     @classmethod
@@ -60,7 +65,7 @@ class WorldConfig:
         "A few hundred passages and a couple of hundred questions, for fast tests."
         return cls(seed=seed, n_countries=6, n_cities=40, n_people=160, n_organisations=50, n_works=60,
                    n_mountains=15, n_rivers=15, n_1hop=90, n_2hop=70, n_comparison=50, test_fraction=0.2,
-                   max_per_answer=4)
+                   dev_fraction=0.2, max_per_answer=4)
 
 # %% ../nbs/00_world.ipynb #8bc63dc5
 BLOCKLIST = frozenset("""
@@ -443,7 +448,7 @@ class WorldQuestion:
     relation: str              # e.g. 'born_in', 'founded_by>born_in', 'birth_year'
     answer_entity: str         # id of the entity the answer names, or the literal answer (year, number, occupation)
     supporting_ids: list[str]  # passage ids, in the order they are needed
-    split: str = ""            # 'train' | 'test'
+    split: str = ""            # 'train' | 'dev' | 'test'
 
 # %% ../nbs/00_world.ipynb #885fde1f
 # Question wordings, keyed by (subject type, relation). {s} is the subject's name.
@@ -616,24 +621,28 @@ def comparison_questions(ents: list, by_id: dict, cfg: WorldConfig, rng: random.
     return take_balanced(buckets, cfg.n_comparison, cfg.max_per_answer)
 
 # %% ../nbs/00_world.ipynb #db2bd4d5
-def split_questions(questions: list, test_fraction: float, rng: random.Random) -> None:
-    "Mark each question 'train' or 'test' in place, holding out whole (qtype, answer entity) groups."
+def split_questions(questions: list, test_fraction: float, rng: random.Random, dev_fraction: float = 0.0) -> None:
+    "Mark each question 'test', 'dev' or 'train' in place, holding out whole (qtype, answer entity) groups."
     for qtype in ("1hop", "2hop", "comparison"):
         groups = defaultdict(list)
         for q in questions:
             if q.qtype == qtype: groups[q.answer_entity].append(q)
         keys = list(groups)
         rng.shuffle(keys)
-        target, n_test = round(test_fraction * sum(map(len, groups.values()))), 0
+        total = sum(map(len, groups.values()))
+        want = {"test": round(test_fraction * total), "dev": round(dev_fraction * total)}
+        taken = {"test": 0, "dev": 0}
         for k in keys:
-            split = "test" if n_test < target else "train"
-            n_test += len(groups[k]) if split == "test" else 0
+            split = next((s for s in ("test", "dev") if taken[s] < want[s]), "train")
+            if split != "train": taken[split] += len(groups[k])
             for q in groups[k]: q.split = split
 
 # %% ../nbs/00_world.ipynb #aafeeb16
+SPLITS = ("train", "dev", "test")
+
 @dataclass
 class World:
-    "A generated world: its entities, one passage per entity, and questions with train/test splits."
+    "A generated world: its entities, one passage per entity, and questions with train/dev/test splits."
     config: WorldConfig
     entities: list
     passages: list
@@ -647,21 +656,23 @@ class World:
     def passage(self, pid: str) -> WorldPassage: return self._passage_by_id[pid]
     def entity(self, eid: str) -> WorldEntity: return self._entity_by_id[eid]
     def split(self, split: str) -> list[WorldQuestion]:
-        if split not in ("train", "test"): raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        if split not in SPLITS: raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         return [q for q in self.questions if q.split == split]
     @property
     def train(self) -> list[WorldQuestion]: return self.split("train")
+    @property
+    def dev(self) -> list[WorldQuestion]: return self.split("dev")
     @property
     def test(self) -> list[WorldQuestion]: return self.split("test")
 
     def stats(self) -> dict:
         "Counts of entities by type, passages, and questions by split and type."
         return {"entities": dict(Counter(e.etype for e in self.entities)), "passages": len(self.passages),
-                **{s: dict(Counter(q.qtype for q in self.split(s))) for s in ("train", "test")}}
+                **{s: dict(Counter(q.qtype for q in self.split(s))) for s in SPLITS}}
 
     def __repr__(self):
         return (f"World({self.name!r}, seed={self.config.seed}: {len(self.passages)} passages, "
-                f"{len(self.train)} train / {len(self.test)} test questions)")
+                f"{len(self.train)} train / {len(self.dev)} dev / {len(self.test)} test questions)")
 
 # %% ../nbs/00_world.ipynb #50abc0ca
 def build_world(config: WorldConfig | None = None) -> World:
@@ -675,6 +686,6 @@ def build_world(config: WorldConfig | None = None) -> World:
     questions = (one_hop_questions(ents, by_id, cfg, _rng(cfg.seed, "1hop"))
                  + two_hop_questions(ents, by_id, pby_id, cfg, _rng(cfg.seed, "2hop"))
                  + comparison_questions(ents, by_id, cfg, _rng(cfg.seed, "comparison")))
-    split_questions(questions, cfg.test_fraction, _rng(cfg.seed, "split"))
+    split_questions(questions, cfg.test_fraction, _rng(cfg.seed, "split"), cfg.dev_fraction)
     for i, q in enumerate(questions): q.id = f"q{i + 1:05d}"
     return World(cfg, ents, passages, questions)
