@@ -7,6 +7,7 @@ Docs: https://search-r1-course.github.io/search_r1_course/search.html.md"""
 # %% ../nbs/02_search.ipynb #83214f25
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
@@ -16,11 +17,13 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Annotated, Any, Callable, Protocol, Sequence, runtime_checkable
 
 import bm25s
 import httpx
 import numpy as np
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictFloat, StrictInt, StrictStr, Tag,
+                      ValidationError, create_model)
 
 from .data import Passage, load_world_corpus, read_corpus, write_corpus
 
@@ -30,7 +33,8 @@ __all__ = ['TRUNCATION_MARK', 'NO_RESULTS', 'INDEX_TYPES', 'EMPTY_QUERY', 'NOT_T
            'Retriever', 'bm25_tokenize', 'passage_index_text', 'BM25Retriever', 'Encoder', 'minilm_path',
            'resolve_device', 'SentenceEncoder', 'E5Encoder', 'check_encoder_spec', 'make_encoder', 'build_faiss_index',
            'faiss_to_gpu', 'DenseRetriever', 'SearchError', 'SearchTimeout', 'SearchUnavailable',
-           'SearchRequestRejected', 'SearchResponseError', 'retrieve_request', 'retrieve_response',
+           'SearchRequestRejected', 'SearchResponseError', 'RetrieveLimits', 'RetrieveRequest', 'request_model',
+           'Document', 'ScoredDocument', 'RetrieveResponse', 'retrieve_request', 'retrieve_response',
            'parse_retrieve_response', 'HttpRetriever', 'WikipediaRetriever', 'search_failed', 'truncate_query',
            'SearchTool', 'SearchConfig', 'make_retriever', 'make_search_tool', 'recall_at_k']
 
@@ -401,45 +405,86 @@ class SearchRequestRejected(SearchError):
 class SearchResponseError(SearchError, ValueError):
     "A retrieval server answered with JSON that does not follow the /retrieve contract."
 
+# %% ../nbs/02_search.ipynb #c9a883eb
+@dataclass(frozen=True)
+class RetrieveLimits:
+    "What one `/retrieve` request may ask of a server; the only place these numbers are written."
+    max_topk: int = 50                      # hits per query (Search-R1 asks for 3; more is for reranking experiments)
+    default_topk: int = 3                   # when a request leaves `topk` out or sends null (Search-R1's default)
+    max_queries: int = 512                  # queries in one request; a bigger batch must be split
+    max_query_chars: int = 4096             # characters in one query
+    max_body_bytes: int = 8 * 1024 * 1024   # bytes in the raw request body
+
+class RetrieveRequest(BaseModel):
+    "The body of `POST /retrieve` (Search-R1's `QueryRequest`, with strict JSON types: 3, never \"3\"); unknown fields are ignored."
+    queries: list[StrictStr]
+    topk: StrictInt | None = None           # None: the server's default
+    return_scores: StrictBool | None = False  # false (or null): bare documents; true: each wrapped with its score
+
+@functools.cache
+def request_model(limits: RetrieveLimits = RetrieveLimits()) -> type[RetrieveRequest]:
+    "`RetrieveRequest` with `limits` as field constraints: what a server validates against and publishes as its schema."
+    query = Annotated[StrictStr, Field(max_length=limits.max_query_chars)]
+    return create_model("RetrieveRequest", __base__=RetrieveRequest,
+                        queries=(Annotated[list[query], Field(max_length=limits.max_queries)], ...),
+                        topk=(Annotated[StrictInt, Field(ge=1, le=limits.max_topk)] | None, limits.default_topk))
+
+# %% ../nbs/02_search.ipynb #9d024e56
+class Document(BaseModel):
+    "A corpus row as a server returns it (`contents`: quoted title, newline, text); other fields are ignored."
+    model_config = ConfigDict(coerce_numbers_to_str=True)   # some corpora number their ids
+    id: str | None = None                   # Search-R1's BM25 rows carry none
+    contents: StrictStr
+
+class ScoredDocument(BaseModel):
+    "A document wrapped with its score: each entry of an answer to `return_scores: true`."
+    document: Document
+    score: StrictFloat | None = None
+
+def _entry_shape(e: Any) -> str:
+    return "scored" if isinstance(e, ScoredDocument) or (isinstance(e, dict) and "document" in e) else "bare"
+
+class RetrieveResponse(BaseModel):
+    "The answer to `/retrieve`: per query, best first, bare `Document`s or `ScoredDocument`s."
+    result: list[list[Annotated[Annotated[ScoredDocument, Tag("scored")] | Annotated[Document, Tag("bare")],
+                                Discriminator(_entry_shape)]]]
+
 # %% ../nbs/02_search.ipynb #78b4448c
 def retrieve_request(queries: Sequence[str], topk: int = 3, return_scores: bool = True) -> dict:
-    "The JSON body of a `POST /retrieve` request."
-    return {"queries": list(queries), "topk": int(topk), "return_scores": bool(return_scores)}
+    "The JSON body of a `POST /retrieve` request, built through `RetrieveRequest`."
+    return RetrieveRequest(queries=list(queries), topk=int(topk), return_scores=bool(return_scores)).model_dump()
 
 def retrieve_response(results: Sequence[Sequence[Hit]], return_scores: bool = True) -> dict:
-    "The JSON body answering `/retrieve`: per query, `{'document': {'id', 'contents'}, 'score'}` entries."
-    def entry(h: Hit) -> dict:
-        e = {"document": {"id": h.id, "contents": h.passage.contents}}
-        if return_scores: e["score"] = h.score
-        return e
-    return {"result": [[entry(h) for h in hits] for hits in results]}
+    "The JSON answer to `/retrieve` in the shape the request chose: documents with scores, or bare documents."
+    def doc(h: Hit) -> Document: return Document(id=h.id, contents=h.passage.contents)
+    def entry(h: Hit) -> ScoredDocument | Document:
+        return ScoredDocument(document=doc(h), score=h.score) if return_scores else doc(h)
+    return RetrieveResponse(result=[[entry(h) for h in hits] for hits in results]).model_dump(mode="json")
+
+_EXPECTED = {"result": "a list (one entry per query)", "document": "an object", "contents": "a string",
+             "id": "a string or null", "score": "a number or null"}
+
+def _response_problem(err: dict) -> str:
+    "One pydantic error on an answer, said with its place in the JSON (`result[0][1].document.contents`)."
+    loc = [p for p in err["loc"] if p not in ("scored", "bare")]          # drop the shape tags
+    found = f"{type(err['input']).__name__} {err['input']!r:.60}"
+    if not loc or (loc == ["result"] and err["type"] == "missing"):
+        return f"the body should be an object with a 'result' list, found {found}"
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+    if isinstance(loc[-1], int): expected = "a list of documents" if len(loc) == 2 else "an object"
+    else: expected = _EXPECTED.get(loc[-1], err["msg"].lower())
+    return f"{where if len(loc) > 1 else repr(where)} should be {expected}, found {'nothing' if err['type'] == 'missing' else found}"
 
 def parse_retrieve_response(body: Any, n_queries: int) -> list[list[Hit]]:
-    "Hits from a `/retrieve` answer, checking its shape; errors name the offending place."
-    def bad(where, expected, found):
-        raise SearchResponseError(f"/retrieve answer: {where} should be {expected}, found {type(found).__name__} {found!r:.60}")
-    if not isinstance(body, dict) or "result" not in body: bad("the body", "an object with a 'result' list", body)
-    result = body["result"]
-    if not isinstance(result, list): bad("'result'", "a list (one entry per query)", result)
+    "Hits from a `/retrieve` answer in either shape, checked by `RetrieveResponse`; errors name the offending place."
+    try: result = RetrieveResponse.model_validate(body).result
+    except ValidationError as e: raise SearchResponseError(f"/retrieve answer: {_response_problem(e.errors()[0])}") from None
     if len(result) != n_queries:
         raise SearchResponseError(f"/retrieve answer: 'result' holds {len(result)} lists for {n_queries} queries")
-    out = []
-    for qi, docs in enumerate(result):
-        if not isinstance(docs, list): bad(f"result[{qi}]", "a list of documents", docs)
-        hits = []
-        for di, e in enumerate(docs):
-            where = f"result[{qi}][{di}]"
-            if not isinstance(e, dict): bad(where, "an object", e)
-            doc = e.get("document", e)                 # Search-R1 omits the wrapper without scores
-            if not isinstance(doc, dict): bad(f"{where}.document", "an object", doc)
-            contents = doc.get("contents")
-            if not isinstance(contents, str): bad(f"{where}.document.contents", "a string", contents)
-            score = e.get("score") if "document" in e else None
-            if score is not None and not isinstance(score, (int, float)): bad(f"{where}.score", "a number", score)
-            p = Passage.from_contents(str(doc.get("id", "")), contents)
-            hits.append(Hit.from_passage(p, score))
-        out.append(hits)
-    return out
+    def hit(e: ScoredDocument | Document) -> Hit:
+        doc, score = (e.document, e.score) if isinstance(e, ScoredDocument) else (e, None)
+        return Hit.from_passage(Passage.from_contents(doc.id or "", doc.contents), score)
+    return [[hit(e) for e in docs] for docs in result]
 
 # %% ../nbs/02_search.ipynb #1629a7a9
 def _request_with_retries(client: httpx.Client, method: str, url: str, *, slots: threading.Semaphore,
@@ -488,7 +533,8 @@ class HttpRetriever(Retriever):
                                   slots=self._slots, max_retries=self.max_retries, backoff_s=self.backoff_s,
                                   max_backoff_s=self.max_backoff_s, stats=self.stats)
         try: body = r.json()
-        except ValueError: raise SearchResponseError(f"{self.url}: the answer is not JSON: {r.text[:200]!r}") from None
+        except (ValueError, RecursionError):     # RecursionError: JSON nested deeper than the parser recurses
+            raise SearchResponseError(f"{self.url}: the answer is not JSON: {r.text[:200]!r}") from None
         return parse_retrieve_response(body, len(queries))
 
     def _retrieve(self, queries: list[str], topk: int) -> list[list[Hit]]:

@@ -13,42 +13,27 @@ import logging
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict
 
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
 from . import __version__
-from .search import Retriever, SearchConfig, make_retriever, retrieve_response
+from .search import (RetrieveLimits, RetrieveRequest, RetrieveResponse, Retriever, SearchConfig,
+                                     make_retriever, request_model, retrieve_response)
 
 # %% auto #0
-__all__ = ['REQUEST_EXAMPLE', 'log', 'ServerLimits', 'RequestError', 'RetrieveArgs', 'parse_retrieve_request', 'build_app',
-           'serve', 'BackgroundServer']
+__all__ = ['REQUEST_EXAMPLE', 'log', 'RequestError', 'parse_retrieve_request', 'build_app', 'serve', 'BackgroundServer']
 
 # %% ../nbs/03_server.ipynb #9d859a6c
-@dataclass
-class ServerLimits:
-    "What one /retrieve request may ask for."
-    max_topk: int = 50
-    default_topk: int = 3              # when a request leaves `topk` out (or sends null)
-    max_queries: int = 512             # per request
-    max_query_chars: int = 4096
-    max_body_bytes: int = 8 * 1024 * 1024
-
 class RequestError(ValueError):
     "A request the server refuses; `status` is the HTTP status to answer with."
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
-
-@dataclass
-class RetrieveArgs:
-    "A checked /retrieve request."
-    queries: list[str]
-    topk: int
-    return_scores: bool
 
 # %% ../nbs/03_server.ipynb #74c1bff1
 REQUEST_EXAMPLE = '{"queries": ["Who founded the Tasko Institute?"], "topk": 3, "return_scores": true}'
@@ -59,37 +44,41 @@ def _kind(x) -> str:
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
             float: "a number"}.get(type(x), type(x).__name__)
 
-def parse_retrieve_request(body: bytes, limits: ServerLimits | None = None) -> RetrieveArgs:
-    "Check a raw /retrieve body against the contract and `limits`; raise `RequestError` saying what is wrong."
-    limits = limits or ServerLimits()
+def _found(x) -> str: return f"{_kind(x)}: {json.dumps(x)[:40]}"
+
+def _request_problem(err: dict, limits: RetrieveLimits) -> RequestError:
+    "The first pydantic error on a request body, as a status and a sentence in the contract's words."
+    kind, loc, x = err["type"], err["loc"], err.get("input")
+    if kind == "json_invalid":
+        reason = err["ctx"]["error"]
+        if reason.startswith("recursion limit"):
+            return RequestError(400, f"the request body nests arrays or objects too deeply ({reason}); expected JSON like {REQUEST_EXAMPLE}")
+        return RequestError(400, f"the request body is not valid JSON ({reason}); expected JSON like {REQUEST_EXAMPLE}")
+    if not loc: return RequestError(422, f"the request body must be a JSON object like {REQUEST_EXAMPLE}, found {_kind(x)}")
+    if kind == "missing": return RequestError(422, f"missing field '{loc[0]}' (a list of query strings); found fields {sorted(x)}")
+    if loc[0] == "queries":
+        if kind == "too_long":
+            return RequestError(413, f"'queries' holds {len(x)} queries; this server takes at most {limits.max_queries} "
+                                     "per request: split the batch")
+        if len(loc) == 1: return RequestError(422, f"'queries' must be a list of strings, found {_kind(x)}")
+        if kind == "string_too_long":
+            return RequestError(422, f"'queries[{loc[1]}]' is {len(x)} characters long; the limit is {limits.max_query_chars}")
+        return RequestError(422, f"'queries[{loc[1]}]' must be a string, found {_found(x)}")
+    if loc[0] == "topk": return RequestError(422, f"'topk' must be an integer from 1 to {limits.max_topk}, found {_found(x)}")
+    if loc[0] == "return_scores": return RequestError(422, f"'return_scores' must be true or false, found {_found(x)}")
+    return RequestError(422, f"{'.'.join(map(str, loc))}: {err['msg']}")
+
+def parse_retrieve_request(body: bytes, limits: RetrieveLimits | None = None) -> RetrieveRequest:
+    "Check a raw /retrieve body with `request_model(limits)`; raise `RequestError` saying what is wrong."
+    limits = limits or RetrieveLimits()
     if not body.strip(): raise RequestError(400, f"empty request body; expected JSON like {REQUEST_EXAMPLE}")
-    try: obj = json.loads(body.decode("utf-8"))   # JSON travels as UTF-8 (RFC 8259)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
-        raise RequestError(400, f"the request body is not valid JSON ({reason}); expected JSON like {REQUEST_EXAMPLE}") from None
-    if not isinstance(obj, dict):
-        raise RequestError(422, f"the request body must be a JSON object like {REQUEST_EXAMPLE}, found {_kind(obj)}")
-    if "queries" not in obj:
-        raise RequestError(422, f"missing field 'queries' (a list of query strings); found fields {sorted(obj)}")
-    queries = obj["queries"]
-    if not isinstance(queries, list):
-        raise RequestError(422, f"'queries' must be a list of strings, found {_kind(queries)}")
-    if len(queries) > limits.max_queries:
-        raise RequestError(413, f"'queries' holds {len(queries)} queries; this server takes at most {limits.max_queries} "
-                                "per request: split the batch")
-    for i, q in enumerate(queries):
-        if not isinstance(q, str): raise RequestError(422, f"'queries[{i}]' must be a string, found {_kind(q)}: {json.dumps(q)[:40]}")
-        if len(q) > limits.max_query_chars:
-            raise RequestError(422, f"'queries[{i}]' is {len(q)} characters long; the limit is {limits.max_query_chars}")
-    topk = obj.get("topk")
-    if topk is None: topk = limits.default_topk
-    elif isinstance(topk, bool) or not isinstance(topk, int) or not 1 <= topk <= limits.max_topk:
-        raise RequestError(422, f"'topk' must be an integer from 1 to {limits.max_topk}, found {_kind(topk)}: {json.dumps(topk)[:40]}")
-    return_scores = obj.get("return_scores")
-    if return_scores is None: return_scores = False
-    elif not isinstance(return_scores, bool):
-        raise RequestError(422, f"'return_scores' must be true or false, found {_kind(return_scores)}: {json.dumps(return_scores)[:40]}")
-    return RetrieveArgs(queries, topk, return_scores)
+    try: text = body.decode("utf-8")          # JSON travels as UTF-8 (RFC 8259)
+    except UnicodeDecodeError:
+        raise RequestError(400, f"the request body is not valid JSON (not UTF-8); expected JSON like {REQUEST_EXAMPLE}") from None
+    try: req = request_model(limits).model_validate_json(text)
+    except ValidationError as e: raise _request_problem(e.errors()[0], limits) from None
+    return RetrieveRequest(queries=req.queries, topk=limits.default_topk if req.topk is None else req.topk,
+                           return_scores=bool(req.return_scores))
 
 # %% ../nbs/03_server.ipynb #7d3015d6
 async def _read_body(request: Request, max_bytes: int) -> bytes:
@@ -103,20 +92,16 @@ async def _read_body(request: Request, max_bytes: int) -> bytes:
         chunks.append(chunk)
     return b"".join(chunks)
 
-_REQUEST_SCHEMA = {"type": "object", "required": ["queries"], "properties": {
-    "queries": {"type": "array", "items": {"type": "string"}},
-    "topk": {"type": "integer", "minimum": 1, "default": 3},
-    "return_scores": {"type": "boolean", "default": False}}}
-
-def build_app(retriever: Retriever, limits: ServerLimits | None = None) -> FastAPI:
+def build_app(retriever: Retriever, limits: RetrieveLimits | None = None) -> FastAPI:
     "A FastAPI app serving `retriever` with Search-R1's `POST /retrieve` contract, plus `GET /health`."
-    limits = limits or ServerLimits()
+    limits = limits or RetrieveLimits()
     app = FastAPI(title="search_r1_course retrieval server", version=__version__,
                   description="Search-R1 compatible retrieval: POST /retrieve {queries, topk, return_scores}.")
     app.state.retriever, app.state.limits = retriever, limits
     stats = app.state.stats = {"requests": 0, "queries": 0, "rejected": 0, "failed": 0}
+    body = {"required": True, "content": {"application/json": {"schema": request_model(limits).model_json_schema()}}}
 
-    @app.post("/retrieve", openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": _REQUEST_SCHEMA}}}})
+    @app.post("/retrieve", response_model=RetrieveResponse, openapi_extra={"requestBody": body})
     async def retrieve(request: Request):
         stats["requests"] += 1
         try:
@@ -129,16 +114,16 @@ def build_app(retriever: Retriever, limits: ServerLimits | None = None) -> FastA
             hits = await run_in_threadpool(retriever.retrieve, args.queries, args.topk)
             retrieve_ms = 1000 * (time.perf_counter() - t0)
             if len(hits) != len(args.queries): raise RuntimeError(f"{len(hits)} hit lists for {len(args.queries)} queries")
-            body = retrieve_response(hits, args.return_scores)
+            answer = retrieve_response(hits, args.return_scores)
         except Exception as e:
             stats["failed"] += 1
             return JSONResponse({"detail": f"retrieval failed: {type(e).__name__}: {e}"}, status_code=500)
         stats["queries"] += len(args.queries)
-        return JSONResponse(body, headers={"Server-Timing": f"retrieve;dur={retrieve_ms:.3f}"})
+        return JSONResponse(answer, headers={"Server-Timing": f"retrieve;dur={retrieve_ms:.3f}"})
 
     @app.get("/health")
     def health():
-        return {"status": "ok", "retriever": repr(retriever), "limits": vars(limits), **stats}
+        return {"status": "ok", "retriever": repr(retriever), "limits": asdict(limits), **stats}
 
     return app
 
@@ -150,7 +135,7 @@ def _is_loopback(host: str) -> bool:
     except ValueError: return host == "localhost"
 
 def serve(retriever: Retriever | SearchConfig | str = "bm25", host: str = "127.0.0.1", port: int = 8000,
-          limits: ServerLimits | None = None, log_level: str = "info") -> None:
+          limits: RetrieveLimits | None = None, log_level: str = "info") -> None:
     "Serve a retriever (or a `SearchConfig` / backend name to build one) on `host:port` until interrupted."
     if not isinstance(retriever, Retriever): retriever = make_retriever(retriever)
     if not _is_loopback(host):

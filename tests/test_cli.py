@@ -82,7 +82,7 @@ def test_serve_retriever_speaks_search_r1(tmp_path):
             time.sleep(0.2)
         r = httpx.post(url + "/retrieve", json={"queries": ["capital of Velmar"], "topk": 1, "return_scores": False})
         assert r.status_code == 200
-        assert r.json() == {"result": [[{"document": {"id": "b", "contents": "\"Velmar\"\nVelmar is a country whose capital is Dunhallow."}}]]}
+        assert r.json() == {"result": [[{"id": "b", "contents": "\"Velmar\"\nVelmar is a country whose capital is Dunhallow."}]]}
         assert httpx.post(url + "/retrieve", content=b"\xff garbage").status_code in range(400, 500)
     finally:
         proc.terminate()

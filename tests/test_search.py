@@ -1,6 +1,8 @@
 """Retrievers, the observation format and the search tool's fault accounting (no network: loopback only)."""
 import json
+import re
 import threading
+from dataclasses import replace
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
@@ -9,12 +11,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from search_r1_course.data import CorpusFormatError, Passage, write_corpus
 from search_r1_course.search import (EMPTY_QUERY, NO_RESULTS, NOT_TEXT_QUERY, TIMEOUT, TRUNCATION_MARK, BM25Retriever,
-                                     E5Encoder, Hit, Retriever, SearchConfig, SearchError, SearchTool, SearchUnavailable,
-                                     SentenceEncoder, WikipediaRetriever, faiss_to_gpu, build_faiss_index,
-                                     format_observation, make_retriever, make_search_tool, minilm_path)
+                                     E5Encoder, Hit, RetrieveLimits, RetrieveRequest, Retriever, SearchConfig, SearchError,
+                                     SearchResponseError, SearchTool, SearchUnavailable, SentenceEncoder,
+                                     WikipediaRetriever, faiss_to_gpu, build_faiss_index, format_observation,
+                                     make_retriever, make_search_tool, minilm_path, parse_retrieve_response,
+                                     request_model, retrieve_request, retrieve_response)
 
 PASSAGES = [Passage(f"p{i}", title, text) for i, (title, text) in enumerate([
     ("Varoda Pell", "Varoda Pell is a painter born in Ostrigo."),
@@ -341,3 +346,57 @@ def test_wikipedia_faults(wiki_url):
     tool = SearchTool(wiki, timeout_s=5)
     assert tool.search("Paris") == "search failed: SearchError: MediaWiki API error x: Search is disabled."
     assert tool.metrics()["search/error_rate"] == 1.0
+
+
+# --- the /retrieve contract: two answer shapes, one set of limits --------------------------------------------
+
+titles = st.text(max_size=20).filter(lambda t: "\n" not in t)
+hit_lists = st.lists(st.lists(st.builds(Hit, id=st.text(max_size=8), title=titles, text=st.text(max_size=60),
+                                        score=st.floats(allow_nan=False, allow_infinity=False)), max_size=4), max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(hit_lists, st.booleans())
+def test_both_answer_shapes_round_trip_through_json(results, with_scores):
+    body = json.loads(json.dumps(retrieve_response(results, with_scores)))
+    keys = {"document", "score"} if with_scores else {"id", "contents"}
+    assert all(set(e) == keys for docs in body["result"] for e in docs)
+    expected = [[h if with_scores else replace(h, score=None) for h in hits] for hits in results]
+    assert parse_retrieve_response(body, len(results)) == expected
+
+
+def test_answers_from_other_servers():
+    "Search-R1's BM25 server sends title/text/contents rows without an id; other corpora number their ids."
+    rows = {"result": [[{"title": "Ostrigo", "text": "A port.", "contents": '"Ostrigo"\nA port.'}],
+                       [{"document": {"id": 12, "contents": '"Velmar"\nA country.', "title": "Velmar"}, "score": 3}]]}
+    assert parse_retrieve_response(rows, 2) == [[Hit("", "Ostrigo", "A port.")], [Hit("12", "Velmar", "A country.", 3.0)]]
+    for body, message in [({"result": [[{"document": {"id": "7"}, "score": 1.0}]]}, "result[0][0].document.contents should be a string, found nothing"),
+                          ({"result": [[{"document": {"contents": "x"}, "score": True}]]}, "result[0][0].score should be a number or null, found bool True"),
+                          ({"result": [[7]]}, "result[0][0] should be an object, found int 7"),
+                          ({"documents": []}, "the body should be an object with a 'result' list, found dict")]:
+        with pytest.raises(SearchResponseError, match=re.escape(message)):
+            parse_retrieve_response(body, 1)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 20), st.integers(1, 5), st.integers(1, 30))
+def test_request_limits_are_the_model_constraints(max_topk, max_queries, max_query_chars):
+    limits = RetrieveLimits(max_topk=max_topk, max_queries=max_queries, max_query_chars=max_query_chars)
+    model = request_model(limits)
+    ok = model(queries=["x" * max_query_chars] * max_queries, topk=max_topk)
+    assert (ok.topk, model(queries=[]).topk) == (max_topk, limits.default_topk)
+    for bad in [dict(queries=["x"] * (max_queries + 1)), dict(queries=["x" * (max_query_chars + 1)]),
+                dict(queries=[], topk=max_topk + 1), dict(queries=[], topk=0)]:
+        with pytest.raises(ValidationError):
+            model(**bad)
+    schema = model.model_json_schema()["properties"]
+    assert (schema["queries"]["maxItems"], schema["queries"]["items"]["maxLength"], schema["topk"]["anyOf"][0]["maximum"]) == \
+        (max_queries, max_query_chars, max_topk)
+    assert request_model(limits) is model
+
+
+def test_request_body_is_built_by_the_model():
+    assert retrieve_request(("a", "b"), np.int64(2), False) == {"queries": ["a", "b"], "topk": 2, "return_scores": False}
+    with pytest.raises(ValidationError):
+        retrieve_request(["a", 3], 2)
+    assert RetrieveRequest.model_validate_json('{"queries": ["a"], "return_scores": null}').return_scores is None

@@ -12,9 +12,10 @@ import pytest
 from fastapi import FastAPI
 
 from search_r1_course.data import Passage, write_corpus
-from search_r1_course.search import (TIMEOUT, BM25Retriever, HttpRetriever, Retriever, SearchRequestRejected,
-                                     SearchResponseError, SearchTimeout, SearchTool, SearchUnavailable)
-from search_r1_course.server import BackgroundServer, ServerLimits, build_app
+from search_r1_course.search import (TIMEOUT, BM25Retriever, HttpRetriever, RetrieveLimits, Retriever,
+                                     SearchRequestRejected, SearchResponseError, SearchTimeout, SearchTool,
+                                     SearchUnavailable)
+from search_r1_course.server import BackgroundServer, build_app
 
 PASSAGES = [Passage(f"p{i}", title, text) for i, (title, text) in enumerate([
     ("Varoda Pell", "Varoda Pell is a painter born in Ostrigo."),
@@ -23,7 +24,7 @@ PASSAGES = [Passage(f"p{i}", title, text) for i, (title, text) in enumerate([
     ("Ermin Tasko", "Ermin Tasko is a chemist born in Dunhallow who founded the Tasko Institute."),
     ("Tasko Institute", "The Tasko Institute is a research organisation in Ostrigo.")])]
 QUERIES = ["Who founded the Tasko Institute?", "Where was Varoda Pell born?", "capital of Velmar"]
-LIMITS = ServerLimits(max_topk=50, max_queries=8, max_query_chars=100, max_body_bytes=20_000)
+LIMITS = RetrieveLimits(max_topk=50, max_queries=8, max_query_chars=100, max_body_bytes=20_000)
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +66,39 @@ def test_round_trip_with_scores(server, bm25):
         assert client.retrieve(QUERIES, 3) == bm25.retrieve(QUERIES, 3)
 
 
-def test_round_trip_without_scores(server, bm25):
+def test_round_trip_without_scores_gives_bare_documents(server, bm25):
+    "Without scores Search-R1's server returns the corpus rows themselves, not wrapped in `document`."
     r = post(server, json.dumps({"queries": QUERIES[:1], "topk": 2, "return_scores": False}).encode())
     assert r.status_code == 200
-    assert r.json() == {"result": [[{"document": {"id": h.id, "contents": h.passage.contents}}
+    assert r.json() == {"result": [[{"id": h.id, "contents": h.passage.contents}
                                     for h in bm25.retrieve(QUERIES[:1], 2)[0]]]}
     with HttpRetriever(server.url + "/retrieve", return_scores=False) as client:
         hits = client.retrieve(QUERIES, 2)
     assert [[(h.id, h.text, h.score) for h in hs] for hs in hits] == \
         [[(h.id, h.text, None) for h in hs] for hs in bm25.retrieve(QUERIES, 2)]
+
+
+def torchtitan_read(url, query, topk=3):
+    "What torchtitan's Search-R1 env does: post without scores, read `result[0][i]['contents']`, split the title line."
+    data = httpx.post(url, json={"queries": [query], "topk": topk, "return_scores": False}, timeout=10).json()
+    docs = (data.get("result") or [[]])[0]
+    return [(c.split("\n")[0], "\n".join(c.split("\n")[1:])) for c in (d.get("contents", "") for d in docs)]
+
+
+def search_r1_read(url, query, topk=3):
+    "What Search-R1's own rollout does: post with scores, read `doc['document']['contents']`."
+    data = httpx.post(url, json={"queries": [query], "topk": topk, "return_scores": True}, timeout=10).json()
+    contents = [doc["document"]["contents"] for doc in data["result"][0]]
+    return [(c.split("\n")[0], "\n".join(c.split("\n")[1:])) for c in contents]
+
+
+@pytest.mark.parametrize("read", [torchtitan_read, search_r1_read], ids=["torchtitan", "search-r1"])
+def test_search_r1_clients_read_the_passages(server, bm25, read):
+    for query in QUERIES:
+        expected = bm25.retrieve([query], 3)[0]
+        got = read(server.url + "/retrieve", query)
+        assert got == [(f'"{h.title}"', h.text) for h in expected] and len(got) > 0
+        assert all(text.strip() for _, text in got)  # the passage text, not the empty string a misread gives
 
 
 def test_defaults_and_health(server):
@@ -112,6 +137,39 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server, bm25, case):
     assert r.status_code == status, r.text
     assert message in r.json()["detail"]
     good_request_works(server, bm25)
+
+
+NESTED = {"arrays": b"[" * 1000 + b"]" * 1000,                                  # 2 KB
+          "objects": b'{"a":' * 1000 + b"1" + b"}" * 1000,
+          "inside queries": b'{"queries": ' + b"[" * 1000 + b"]" * 1000 + b"}"}
+
+
+@pytest.mark.parametrize("case", sorted(NESTED))
+def test_deeply_nested_json_is_a_400_counted_as_rejected(server, bm25, case):
+    before = httpx.get(server.url + "/health").json()
+    r = post(server, NESTED[case])
+    assert r.status_code == 400, r.text
+    assert "nests arrays or objects too deeply" in r.json()["detail"]
+    after = httpx.get(server.url + "/health").json()
+    assert (after["rejected"], after["failed"]) == (before["rejected"] + 1, before["failed"])
+    good_request_works(server, bm25)
+
+
+def test_published_schema_and_checks_share_the_limits(server):
+    "The request schema at /openapi.json states the limits the checks enforce and the messages quote."
+    api = httpx.get(server.url + "/openapi.json").json()
+    fields = api["paths"]["/retrieve"]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]
+    assert fields["queries"]["maxItems"] == LIMITS.max_queries
+    assert fields["queries"]["items"]["maxLength"] == LIMITS.max_query_chars
+    assert (fields["topk"]["anyOf"][0]["minimum"], fields["topk"]["anyOf"][0]["maximum"]) == (1, LIMITS.max_topk)
+    assert fields["topk"]["default"] == LIMITS.default_topk
+    at_limit = {"queries": ["x" * LIMITS.max_query_chars] * LIMITS.max_queries, "topk": LIMITS.max_topk}
+    assert post(server, json.dumps(at_limit).encode()).status_code == 200
+    for field, value, status in [("queries", ["x"] * (LIMITS.max_queries + 1), 413),
+                                 ("queries", ["x" * (LIMITS.max_query_chars + 1)], 422), ("topk", LIMITS.max_topk + 1, 422)]:
+        r = post(server, json.dumps({**at_limit, field: value}).encode())
+        assert r.status_code == status, r.text
+    assert "Document" in api["components"]["schemas"] and "ScoredDocument" in api["components"]["schemas"]
 
 
 def test_wrong_method_and_path_are_4xx(server, bm25):
