@@ -12,8 +12,10 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
+import warnings
 import zlib
 from collections import Counter, defaultdict
 from contextlib import contextmanager
@@ -24,13 +26,14 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 # %% auto #0
-__all__ = ['ANSWER_SEPARATORS', 'SEARCH_R1_REPO', 'WORLD_FILES', 'EVAL_SOURCES', 'DataFormatError', 'CorpusFormatError',
-           'QAFormatError', 'Passage', 'corpus_line', 'write_corpus', 'iter_corpus', 'read_corpus', 'QASample',
-           'normalize_answers', 'default_data_source', 'detect_answer_sep', 'answers_from_reward_model',
-           'question_from_prompt', 'qa_from_records', 'load_jsonl', 'load_parquet', 'load_search_r1',
-           'load_verl_parquet', 'load_qa', 'write_qa_parquet', 'world_question_row', 'export_world', 'world_dir',
-           'load_world_corpus', 'load_world', 'comma_list', 'source_weights', 'pick_per_source', 'weight_sources',
-           'load_named', 'QADataset', 'sample_per_source']
+__all__ = ['ANSWER_SPLIT', 'SPLITS', 'EVAL_SOURCES', 'SOURCE_ALIASES', 'SEARCH_R1_REPO', 'WORLD_FILES', 'DataFormatError',
+           'CorpusFormatError', 'QAFormatError', 'Passage', 'corpus_line', 'write_corpus', 'iter_corpus', 'read_corpus',
+           'QASample', 'normalize_answers', 'default_data_source', 'canonical_source', 'source_mapping',
+           'split_answers', 'answers_from_reward_model', 'question_from_prompt', 'qa_from_records', 'load_jsonl',
+           'load_parquet', 'load_search_r1', 'load_verl_parquet', 'load_qa', 'write_qa_parquet', 'world_question_row',
+           'export_world', 'world_dir', 'load_world_corpus', 'load_world', 'row_split', 'file_split', 'select_split',
+           'comma_list', 'source_weights', 'pick_per_source', 'weight_sources', 'load_named', 'QADataset',
+           'sample_per_source', 'benchmark_suite']
 
 # %% ../nbs/01_data.ipynb #84588af8
 class DataFormatError(ValueError):
@@ -181,12 +184,13 @@ def normalize_answers(value) -> list[str]:
     return answers
 
 # %% ../nbs/01_data.ipynb #69b9564c
-ANSWER_SEPARATORS = ("<|answer_split|>", "<|sep|>", "|||", ";")  # tried in this order when answer_sep is None
-_ALIASES = {"golden_answers": ("answers", "answer", "golden_answer", "gold_answers", "ground_truth", "target", "targets", "label"),
+ANSWER_SPLIT = "<|answer_split|>"  # the one separator a loader splits on unasked: no answer contains it
+_ALIASES = {"golden_answers": ("answers", "golden_answer", "gold_answers", "ground_truth", "target", "targets", "label"),
             "question": ("query", "questions", "question_text", "problem", "input", "text"),
             "data_source": ("source", "dataset", "dataset_name")}
 _CONSUMED = {"id", "question", "golden_answers", "data_source", "prompt", "reward_model"}
-_SPLIT_NAMES = {"train", "dev", "val", "valid", "validation", "test"}
+SPLITS = ("train", "dev", "test")
+_SPLIT_NAMES = {"train": "train", "dev": "dev", "val": "dev", "valid": "dev", "validation": "dev", "test": "test"}
 
 def _column_error(path, found: Iterable[str], what: str) -> QAFormatError:
     found = sorted(found)
@@ -209,11 +213,35 @@ def default_data_source(path) -> str:
     stem = path.name.split(".")[0]
     return path.parent.name if stem.lower() in _SPLIT_NAMES and path.parent.name else stem
 
+# %% ../nbs/01_data.ipynb #39908cb2
+EVAL_SOURCES = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
+SOURCE_ALIASES = {  # other projects' spellings, compared lower-case with '-' and spaces read as '_'
+    "nq_open": "nq", "natural_questions": "nq", "naturalquestions": "nq", "natural_questions_open": "nq",
+    "tq": "triviaqa", "tqa": "triviaqa", "trivia_qa": "triviaqa", "trivia": "triviaqa",
+    "pop_qa": "popqa", "hotpot_qa": "hotpotqa", "hotpot": "hotpotqa",
+    "2wiki": "2wikimultihopqa", "2wikimqa": "2wikimultihopqa", "2wikimultihop": "2wikimultihopqa",
+    "2wiki_multihop_qa": "2wikimultihopqa", "2wiki_multihopqa": "2wikimultihopqa", "musique_ans": "musique"}
+
+def canonical_source(name: str) -> str:
+    "Search-R1's name for a benchmark spelled another way ('tq', 'Bamboogle', 'hotpotqa_500'); any other name as it is."
+    key = re.sub(r"[\s\-]+", "_", str(name).strip().lower())
+    while key:
+        if key in EVAL_SOURCES: return key
+        if key in SOURCE_ALIASES: return SOURCE_ALIASES[key]
+        head, _, tail = key.rpartition("_")
+        if not head or not (tail.isdigit() or tail in _SPLIT_NAMES): break
+        key = head  # a subset size or a split: 'hotpotqa_500', 'nq_test'
+    return name
+
+def source_mapping(samples: Iterable[QASample]) -> dict[str, str]:
+    "The source names files spelled otherwise, each with the name it was read as: {'tq': 'triviaqa'}."
+    return dict(sorted({s.meta["source_alias"]: s.data_source for s in samples if "source_alias" in s.meta}.items()))
+
 # %% ../nbs/01_data.ipynb #d774eaa0
-def detect_answer_sep(strings: Iterable[str]) -> str | None:
-    "The first of `ANSWER_SEPARATORS` found in any of `strings`, or None."
-    strings = list(strings)
-    return next((sep for sep in ANSWER_SEPARATORS if any(sep in s for s in strings)), None)
+def split_answers(text: str, answer_sep: str | None = None) -> list[str]:
+    "One answer string as golden answers: split on `answer_sep` if given ('' never splits), else only on `ANSWER_SPLIT`."
+    sep, text = ANSWER_SPLIT if answer_sep is None else answer_sep, str(text)
+    return normalize_answers([a.strip() for a in text.split(sep)] if sep and sep in text else [text])
 
 def _ground_truth(reward_model):
     "The `ground_truth` of a verl `reward_model` cell (a dict, or the same dict as a JSON string)."
@@ -229,12 +257,9 @@ def _ground_truth(reward_model):
     return gt
 
 def answers_from_reward_model(reward_model, answer_sep: str | None = None) -> list[str]:
-    "Answers from a verl `reward_model` cell: `ground_truth` as a list, `{'target': ...}`, or a string split on `answer_sep`."
+    "Answers from a verl `reward_model` cell: `ground_truth` as a list, `{'target': ...}`, or one string (see `split_answers`)."
     gt = _ground_truth(reward_model)
-    if isinstance(gt, (str, np.str_)):
-        sep = detect_answer_sep([gt]) if answer_sep is None else answer_sep
-        return normalize_answers([a.strip() for a in str(gt).split(sep)] if sep else [str(gt)])
-    return normalize_answers(gt)
+    return split_answers(gt, answer_sep) if isinstance(gt, str) else normalize_answers(gt)
 
 # %% ../nbs/01_data.ipynb #b8655efe
 def question_from_prompt(prompt, question_marker: str | None = None) -> str:
@@ -251,31 +276,46 @@ def question_from_prompt(prompt, question_marker: str | None = None) -> str:
     return text.strip()
 
 # %% ../nbs/01_data.ipynb #09ffad61
+def _sample_id(row: dict, i: int, source: str, given: str) -> str:
+    "The row's `id`; else its index (verl's `extra_info.index`, R1-Searcher's `idx`) after the source, unless it names it."
+    if row.get("id") is not None: return str(_plain(row["id"]))
+    extra = row.get("extra_info")
+    index = extra.get("index") if isinstance(extra, dict) else None
+    if index is None: index = row.get("idx")
+    if index is None: return f"{source}_{i}"
+    index = str(_plain(index))
+    heads = [index[:m.start()] for m in re.finditer(r"[_-]", index)] + [index]
+    if any(h.lower() == given.lower() or canonical_source(h) == source for h in heads):
+        return index  # 'tq_qg_3477' from source 'tq' already names it
+    return f"{source}_{index}"
+
 def _sample_from_row(row: dict, i: int, answers_from: str, question_from: str, data_source: str | None,
-                     fallback_source: str, answer_sep: str | None, question_marker: str | None) -> QASample:
+                     fallback_source: str, answer_sep: str | None, question_marker: str | None) -> tuple[QASample, bool]:
+    "The row as a `QASample`, and whether one of its answer strings was split."
     for col in (answers_from, question_from):
         if col not in row: raise ValueError(f"missing column {col!r} (found {sorted(row)})")
-    answers = (normalize_answers(row[answers_from]) if answers_from == "golden_answers"
-               else answers_from_reward_model(row[answers_from], answer_sep))
+    raw = _ground_truth(row[answers_from]) if answers_from == "reward_model" else row[answers_from]
+    answers = split_answers(raw, answer_sep) if isinstance(raw, str) else normalize_answers(raw)
     question = row[question_from] if question_from == "question" else question_from_prompt(row[question_from], question_marker)
     if isinstance(question, np.str_): question = str(question)
     if not isinstance(question, str) or not question.strip(): raise ValueError(f"expected a non-empty question string, found {question!r:.60}")
     src = row.get("data_source")
-    source = data_source or (str(src) if isinstance(src, str) and src else fallback_source)
-    if row.get("id") is not None: qid = str(_plain(row["id"]))
-    elif isinstance(row.get("extra_info"), dict) and row["extra_info"].get("index") is not None:
-        qid = f"{source}_{_plain(row['extra_info']['index'])}"
-    else: qid = f"{source}_{i}"
-    meta = {k: _plain(v) for k, v in row.items() if k not in _CONSUMED}
-    return QASample(id=qid, question=question, golden_answers=answers, data_source=str(source), meta=meta)
+    given = str(data_source or (src if isinstance(src, str) and src else fallback_source))
+    source = canonical_source(given)
+    meta = {k: _plain(v) for k, v in row.items() if k not in _CONSUMED and k != answers_from}
+    if source != given: meta["source_alias"] = given
+    sample = QASample(id=_sample_id(row, i, source, given), question=question, golden_answers=answers, data_source=source, meta=meta)
+    sep = ANSWER_SPLIT if answer_sep is None else answer_sep
+    return sample, isinstance(raw, str) and bool(sep) and sep in raw
 
 def _choose_columns(columns: Iterable[str], path, answers: str | None = None) -> tuple[str, str]:
     cols = set(columns)
-    if answers is None: answers = "golden_answers" if "golden_answers" in cols else "reward_model" if "reward_model" in cols else None
+    if answers is None: answers = next((c for c in ("golden_answers", "reward_model", "answer") if c in cols), None)
     question = "question" if "question" in cols else "prompt" if "prompt" in cols else None
     if answers not in cols or question is None:
         what = ("['reward_model'] and 'question' (or a chat 'prompt')" if answers == "reward_model" else
-                "['question', 'golden_answers'] (or verl's 'reward_model' and 'prompt'), optional ['data_source', 'id']")
+                "['question', 'golden_answers'] (or a string 'answer', or verl's 'reward_model' and 'prompt'), "
+                "optional ['data_source', 'id']")
         raise _column_error(path, cols, what)
     return answers, question
 
@@ -286,35 +326,33 @@ def qa_from_records(records: Iterable[dict], path: str | os.PathLike = "<records
     records = list(records)
     if not records: return []
     answers_from, question_from = _choose_columns(records[0].keys(), path, answers)
-    if answers_from == "reward_model" and answer_sep is None:
-        strings = []
-        for r in records:
-            try: gt = _ground_truth(r.get("reward_model"))
-            except ValueError: continue  # reported with its row below
-            if isinstance(gt, (str, np.str_)): strings.append(str(gt))
-        answer_sep = detect_answer_sep(strings) or ""
     fallback = default_data_source(path) if str(path) != "<records>" else "unknown"
-    samples, first_row = [], {}
+    samples, first_row, n_split = [], {}, 0
     for i, row in enumerate(records):
         where = {"line": lines[i]} if lines is not None else {"row": i}
-        try: s = _sample_from_row(row, i, answers_from, question_from, data_source, fallback, answer_sep, question_marker)
+        try: s, was_split = _sample_from_row(row, i, answers_from, question_from, data_source, fallback, answer_sep, question_marker)
         except ValueError as e: raise QAFormatError(path, str(e), **where) from None
         key = (s.data_source, s.id)  # merged files (NQ + HotpotQA) reuse ids like "train_0" across sources
         if key in first_row: raise QAFormatError(path, f"duplicate id {s.id!r} in data_source {s.data_source!r} (first at {first_row[key]})", **where)
         first_row[key] = f"line {lines[i]}" if lines is not None else f"row {i}"
         samples.append(s)
+        n_split += was_split
+    if n_split:
+        sep = ANSWER_SPLIT if answer_sep is None else answer_sep
+        warnings.warn(f"{path}: split the answer strings of {n_split} of {len(records)} rows on {sep!r} into several golden "
+                      "answers (answer_sep='' keeps every string whole)", stacklevel=2)
     return samples
 
 # %% ../nbs/01_data.ipynb #ac7327bd
-def load_jsonl(path: str | os.PathLike, data_source: str | None = None) -> list[QASample]:
-    "QA samples from a JSON-lines file (FlashRAG / Search-R1 style); `data_source` defaults to the row's, then the file's name."
+def load_jsonl(path: str | os.PathLike, data_source: str | None = None, answer_sep: str | None = None) -> list[QASample]:
+    "QA samples from a JSON-lines file (FlashRAG, Search-R1, R1-Searcher); `data_source` defaults to the row's, then the file's name."
     path = Path(path)
     expected = 'expected one JSON object per line like {"question": "...", "golden_answers": ["..."]}'
     lines, rows = [], []
     for lineno, obj in _iter_json_lines(path, QAFormatError, expected):
         lines.append(lineno); rows.append(obj)
     if not rows: raise QAFormatError(path, "no rows: the file is empty")
-    return qa_from_records(rows, path, data_source=data_source, lines=lines)
+    return qa_from_records(rows, path, data_source=data_source, answer_sep=answer_sep, lines=lines)
 
 # %% ../nbs/01_data.ipynb #bbe02ef4
 def _read_parquet_rows(path: Path) -> tuple[list[str], list[dict]]:
@@ -338,9 +376,9 @@ def load_parquet(path: str | os.PathLike, data_source: str | None = None, answer
 SEARCH_R1_REPO = "PeterJinGo/nq_hotpotqa_train"
 
 def load_search_r1(split: str = "train", data_path: str | os.PathLike | None = None,
-                   repo_id: str = SEARCH_R1_REPO) -> list[QASample]:
+                   repo_id: str = SEARCH_R1_REPO, answer_sep: str | None = None) -> list[QASample]:
     "The Search-R1 NQ+HotpotQA `split` ('train' or 'test'): from `data_path` if given, else from the hub dataset `repo_id`."
-    if split not in ("train", "test"): raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if split not in ("train", "test"): raise ValueError(f"split must be 'train' or 'test' (the files of {repo_id}), got {split!r}")
     if data_path is None:
         from huggingface_hub import hf_hub_download
         from huggingface_hub.errors import LocalEntryNotFoundError
@@ -352,12 +390,12 @@ def load_search_r1(split: str = "train", data_path: str | os.PathLike | None = N
     else:
         path = Path(data_path)
         if path.is_dir(): path = path/f"{split}.parquet"
-    return load_parquet(path)
+    return load_parquet(path, answer_sep=answer_sep)
 
 # %% ../nbs/01_data.ipynb #e6bc28b2
 def load_verl_parquet(path: str | os.PathLike, answer_sep: str | None = None, question_marker: str | None = None,
                       data_source: str | None = None) -> list[QASample]:
-    "QA samples from a verl parquet file, answers taken from `reward_model.ground_truth` (separator auto-detected if None)."
+    "QA samples from a verl parquet file, answers taken from `reward_model.ground_truth` (a string split as `split_answers` says)."
     return load_parquet(path, data_source=data_source, answer_sep=answer_sep, question_marker=question_marker,
                         answers="reward_model")
 
@@ -373,7 +411,8 @@ def load_qa(path: str | os.PathLike, **kwargs) -> list[QASample]:
     raise QAFormatError(path, f"expected a .jsonl, .json or .parquet file, found {path.name!r}")
 
 # %% ../nbs/01_data.ipynb #95b33368
-WORLD_FILES = ("corpus.jsonl", "train.parquet", "test.parquet")
+WORLD_FILES = ("corpus.jsonl", "train.parquet", "dev.parquet", "test.parquet")  # what export_world writes today
+_WORLD_REQUIRED = ("corpus.jsonl", "train.parquet", "test.parquet")            # what a world exported before dev has
 
 def _world_schema():
     import pyarrow as pa
@@ -397,15 +436,17 @@ def world_question_row(q) -> dict:
             "hops": int(q.hops), "qtype": q.qtype, "relation": q.relation, "supporting_ids": list(q.supporting_ids)}
 
 def export_world(world, out_dir: str | os.PathLike) -> dict[str, Path]:
-    "Write `world` as `corpus.jsonl`, `train.parquet` and `test.parquet` in `out_dir`; deterministic bytes."
+    "Write `world` as `corpus.jsonl` and one `<split>.parquet` per split its questions carry (of `SPLITS`); deterministic bytes."
+    rows: dict[str, list[dict]] = {s: [] for s in SPLITS}
+    for q in world.questions:
+        if q.split not in rows: raise ValueError(f"question {q.id!r} has split {q.split!r}; expected one of {SPLITS}")
+        rows[q.split].append(world_question_row(q))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    splits = {"train": [], "test": []}
-    for q in world.questions:
-        if q.split not in splits: raise ValueError(f"question {q.id!r} has split {q.split!r}; expected 'train' or 'test'")
-        splits[q.split].append(world_question_row(q))
     paths = {"corpus": write_corpus((Passage(p.id, p.title, p.text) for p in world.passages), out/"corpus.jsonl")}
-    for split, rows in splits.items(): paths[split] = write_qa_parquet(rows, out/f"{split}.parquet")
+    for split in SPLITS:
+        if rows[split]: paths[split] = write_qa_parquet(rows[split], out/f"{split}.parquet")
+        else: (out/f"{split}.parquet").unlink(missing_ok=True)  # never leave an earlier export's split beside this one
     return paths
 
 # %% ../nbs/01_data.ipynb #110b4f03
@@ -416,16 +457,19 @@ def _shipped_world_dir() -> Path:
 def _cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home()/".cache")/"search_r1_course"
 
-def _has_world(d: Path) -> bool: return all((d/f).is_file() for f in WORLD_FILES)
+def _has_world(d: Path) -> bool: return all((d/f).is_file() for f in _WORLD_REQUIRED)
+
+def _world_cache_key() -> str:
+    "A hash of the generator's source and of the splits exported, so neither a changed generator nor an older export is read."
+    from search_r1_course import world as world_module
+    return hashlib.sha1(Path(world_module.__file__).read_bytes() + ",".join(SPLITS).encode()).hexdigest()[:12]
 
 def world_dir() -> Path:
     "Directory holding the default world's files: the repository's `data/world`, else a generated copy in the user cache."
     shipped = _shipped_world_dir()
     if _has_world(shipped): return shipped
-    from search_r1_course import world as world_module
     from search_r1_course.world import WorldConfig, build_world
-    # keyed by the generator's source, so a changed generator never reads a stale copy
-    cached = _cache_dir()/f"world-{hashlib.sha1(Path(world_module.__file__).read_bytes()).hexdigest()[:12]}"
+    cached = _cache_dir()/f"world-{_world_cache_key()}"
     if _has_world(cached): return cached
     cached.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="world-", dir=cached.parent))
@@ -448,9 +492,51 @@ def load_world_corpus(path: str | os.PathLike | None = None) -> list[Passage]:
     return read_corpus(_world_file(path, "corpus.jsonl"))
 
 def load_world(split: str = "train", path: str | os.PathLike | None = None) -> list[QASample]:
-    "The world's `split` questions; `meta` holds `hops`, `qtype`, `relation` and `supporting_ids`."
-    if split not in ("train", "test"): raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    return load_parquet(_world_file(path, f"{split}.parquet"))
+    "The world's `split` questions ('train', 'dev' or 'test'); `meta` holds `hops`, `qtype`, `relation` and `supporting_ids`."
+    if split not in SPLITS: raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    file = _world_file(path, f"{split}.parquet")
+    if not file.is_file() and file.parent.is_dir() and _has_world(file.parent):
+        raise FileNotFoundError(f"{file.parent} has no {split}.parquet: that world was exported without a {split} split "
+                                f"(by an older version?). Re-export it: export_world(build_world(WorldConfig.default()), "
+                                f"{str(file.parent)!r}); for the repository's data/world, run the export cell of "
+                                "nbs/01_data.ipynb; a cached copy can simply be deleted")
+    return load_parquet(file)
+
+# %% ../nbs/01_data.ipynb #bb47f560
+def row_split(sample: QASample) -> str | None:
+    "The split a sample's row names (a `split` column, else verl's `extra_info.split`; 'validation' is 'dev'), or None."
+    value, extra = sample.meta.get("split"), sample.meta.get("extra_info")
+    if value is None and isinstance(extra, dict): value = extra.get("split")
+    if value is None: return None
+    return _SPLIT_NAMES.get(str(value).strip().lower(), str(value).strip().lower())
+
+def file_split(path: str | os.PathLike) -> str | None:
+    "The split a file's name says ('test.jsonl', 'nq_dev.jsonl' -> 'dev'), or None when it names none (or several)."
+    found = {_SPLIT_NAMES[t] for t in re.split(r"[._\-\s]+", Path(path).name.lower()) if t in _SPLIT_NAMES}
+    return found.pop() if len(found) == 1 else None
+
+def select_split(samples: Sequence[QASample], split: str, path) -> list[QASample]:
+    "The `split` samples of the file at `path`: by the rows' split if they carry one, else all if its name allows `split`."
+    if split not in SPLITS: raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    marks = [row_split(s) for s in samples]
+    if any(m is not None for m in marks):
+        kept = [s for s, m in zip(samples, marks) if m == split]
+        if not kept: raise ValueError(f"{path}: no {split!r} rows; its rows' split is one of {sorted({m for m in marks if m})}")
+        return kept
+    own = file_split(path)
+    if own not in (None, split):
+        raise ValueError(f"{path} holds the {own!r} split (its name says so; its rows carry no split column), not {split!r}: "
+                         f"pass a {split} file or a folder with {split}.parquet, or ask for split={own!r}")
+    return list(samples)
+
+def _split_file(folder: Path, split: str) -> Path:
+    "The file of `split` in a dataset folder: `<split>.parquet` or `<split>.jsonl` (for dev also `val`, `validation`...)."
+    names = [split] + sorted(k for k, v in _SPLIT_NAMES.items() if v == split and k != split)
+    for name in names:
+        for ext in (".parquet", ".jsonl", ".jsonl.gz", ".json"):
+            if (folder/f"{name}{ext}").is_file(): return folder/f"{name}{ext}"
+    raise FileNotFoundError(f"{folder}: no {split} file (expected {split}.parquet or {split}.jsonl); "
+                            f"found {sorted(p.name for p in folder.iterdir())[:12]}")
 
 # %% ../nbs/01_data.ipynb #3d86a946
 def comma_list(value: str | Sequence[str] | None) -> list[str]:
@@ -485,18 +571,19 @@ def weight_sources(samples: Sequence[QASample], weights: dict[str, float], seed:
     keep = {groups[name][k] for name, w in weights.items() for k in pick_per_source(name, len(groups[name]), max(1, int(unit * w)), seed)}
     return [s for i, s in enumerate(samples) if i in keep]
 
-def load_named(data: str | os.PathLike, split: str, sources: str | Sequence[str] | None = None) -> list[QASample]:
+def load_named(data: str | os.PathLike, split: str, sources: str | Sequence[str] | None = None,
+               answer_sep: str | None = None) -> list[QASample]:
     "The `split` questions of the dataset `data` names ('world', 'search_r1', a folder or a QA file), keeping `sources` (weighted)."
-    if split not in ("train", "test"): raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if split not in SPLITS: raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if data == "world": samples = load_world(split)
-    elif data == "search_r1": samples = load_search_r1(split)
+    elif data == "search_r1": samples = load_search_r1(split, answer_sep=answer_sep)
     else:
         path = Path(data).expanduser()
-        if path.is_dir(): samples = load_search_r1(split, data_path=path)
-        elif path.is_file(): samples = load_qa(path)
-        else: raise FileNotFoundError(f"dataset {str(data)!r}: expected 'world', 'search_r1', a QA file "
-                                      f"or a folder with {split}.parquet")
-    wanted = source_weights(sources)
+        if path.is_dir(): path = _split_file(path, split)
+        elif not path.is_file(): raise FileNotFoundError(f"dataset {str(data)!r}: expected 'world', 'search_r1', a QA file "
+                                                         f"or a folder with {split}.parquet")
+        samples = select_split(load_qa(path, answer_sep=answer_sep), split, path)
+    wanted = {canonical_source(name): w for name, w in source_weights(sources).items()}
     if wanted:
         have = sorted({s.data_source for s in samples})
         unknown = sorted(set(wanted) - set(have))
@@ -572,8 +659,6 @@ class QADataset:
         self.seed, self.shuffle = int(state["seed"]), bool(state["shuffle"])
 
 # %% ../nbs/01_data.ipynb #1a9c111d
-EVAL_SOURCES = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
-
 def sample_per_source(samples: Iterable[QASample], n: int, seed: int = 0) -> list[QASample]:
     "Up to `n` samples from each `data_source` (all of a smaller one), seeded; sources sorted by name, file order within."
     if n < 1: raise ValueError(f"n must be >= 1, got {n}")
@@ -584,3 +669,15 @@ def sample_per_source(samples: Iterable[QASample], n: int, seed: int = 0) -> lis
         items = groups[source]
         out += [items[i] for i in pick_per_source(source, len(items), n, seed)]
     return out
+
+def benchmark_suite(samples: Iterable[QASample], n_per_source: int = 10, seed: int = 0,
+                    sources: Sequence[str] = EVAL_SOURCES) -> list[QASample]:
+    "`n_per_source` seeded questions of each benchmark of `sources` (Search-R1's seven: 10 x 7 is the 70-question suite), in that order."
+    wanted = list(dict.fromkeys(canonical_source(s) for s in sources))
+    samples = list(samples)
+    have = {s.data_source for s in samples}
+    missing = [s for s in wanted if s not in have]
+    if missing: raise ValueError(f"benchmarks {missing} are not in the questions given (they have {sorted(have)}); "
+                                 "pass sources= to evaluate on fewer")
+    picked = sample_per_source([s for s in samples if s.data_source in wanted], n_per_source, seed)
+    return sorted(picked, key=lambda s: wanted.index(s.data_source))  # a stable sort: file order within a source

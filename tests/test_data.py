@@ -2,6 +2,7 @@
 resumption at every stopping point, and the shipped world against a fresh export."""
 import json
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from search_r1_course import data
-from search_r1_course.data import (CorpusFormatError, Passage, QADataset, QAFormatError, QASample, load_parquet, load_qa,
-                                   load_search_r1, read_corpus, sample_per_source, write_corpus)
+from search_r1_course.data import (CorpusFormatError, Passage, QADataset, QAFormatError, QASample, canonical_source,
+                                   load_named, load_parquet, load_qa, load_search_r1, read_corpus, sample_per_source,
+                                   source_mapping, write_corpus)
 
 titles = st.text().filter(lambda t: "\n" not in t)
 passages = st.builds(Passage, id=st.text(min_size=1), title=titles, text=st.text())
@@ -177,10 +179,10 @@ def _tiny_world():
 def test_export_world_is_byte_identical_and_loads_back(tmp_path):
     world = _tiny_world()
     a, b = data.export_world(world, tmp_path/"a"), data.export_world(_tiny_world(), tmp_path/"b")
-    assert sorted(a) == ["corpus", "test", "train"]
+    assert list(a) == ["corpus", "train", "dev", "test"]
     for key in a: assert a[key].read_bytes() == b[key].read_bytes(), key
     assert [p.id for p in data.load_world_corpus(tmp_path/"a")] == [p.id for p in world.passages]
-    for split in ("train", "test"):
+    for split in data.SPLITS:
         qs = [q for q in world.questions if q.split == split]
         samples = data.load_world(split, tmp_path/"a")
         assert [s.id for s in samples] == [q.id for q in qs] and samples
@@ -197,7 +199,7 @@ def test_shipped_world_equals_a_fresh_export(tmp_path):
     assert all((shipped/f).is_file() for f in data.WORLD_FILES), "data/world is missing: run the export cell of nbs/01_data.ipynb"
     fresh = data.export_world(build_world(WorldConfig.default()), tmp_path)
     assert (shipped/"corpus.jsonl").read_bytes() == fresh["corpus"].read_bytes()
-    for split in ("train", "test"):
+    for split in ("train", "dev", "test"):
         # Compare contents: the bytes also carry the writer's version string, which changes with pyarrow upgrades.
         assert pq.read_table(shipped/f"{split}.parquet").equals(pq.read_table(fresh[split]))
         if pq.read_metadata(shipped/f"{split}.parquet").created_by == pq.read_metadata(fresh[split]).created_by:
@@ -229,3 +231,179 @@ def test_gzipped_corpus_bytes_do_not_depend_on_the_clock(tmp_path, monkeypatch):
     monkeypatch.setattr(time, "time", lambda: 2_000_000_000.0)
     assert write_corpus(ps, tmp_path/"two.jsonl.gz").read_bytes() == first
     assert read_corpus(tmp_path/"two.jsonl.gz") == ps
+
+
+def test_export_world_writes_only_the_splits_it_has(tmp_path):
+    from types import SimpleNamespace
+    world = _tiny_world()
+    no_dev = SimpleNamespace(passages=world.passages, questions=[q for q in world.questions if q.split != "dev"])
+    data.export_world(world, tmp_path)
+    paths = data.export_world(no_dev, tmp_path)  # over an export that had dev: the old dev.parquet must go
+    assert list(paths) == ["corpus", "train", "test"] and not (tmp_path/"dev.parquet").exists()
+    with pytest.raises(FileNotFoundError, match="has no dev.parquet.*Re-export it"): data.load_world("dev", tmp_path)
+    assert [s.id for s in data.load_world("test", tmp_path)] == [q.id for q in world.questions if q.split == "test"]
+    odd = SimpleNamespace(passages=[], questions=[SimpleNamespace(id="q9", split="val")])
+    with pytest.raises(ValueError, match=r"question 'q9' has split 'val'; expected one of \('train', 'dev', 'test'\)"):
+        data.export_world(odd, tmp_path/"odd")
+
+
+def test_a_world_folder_from_before_dev(tmp_path, monkeypatch):
+    "A shipped or cached world without dev.parquet still serves train and test; dev says to re-export, never crashes."
+    old = tmp_path/"data"/"world"
+    data.export_world(_tiny_world(), old)
+    (old/"dev.parquet").unlink()
+    monkeypatch.setattr(data, "_shipped_world_dir", lambda: old)
+    assert data.world_dir() == old
+    assert data.load_named("world", "test") == data.load_world("test", old)
+    for load in (lambda: data.load_world("dev"), lambda: data.load_named("world", "dev")):
+        with pytest.raises(FileNotFoundError, match="nbs/01_data.ipynb"): load()
+
+
+def test_world_cache_key_covers_the_export_layout(tmp_path, monkeypatch):
+    "A cache folder keyed by the generator alone (what older versions wrote, without dev.parquet) is not read."
+    import hashlib
+    from search_r1_course import world
+    monkeypatch.setattr(data, "_shipped_world_dir", lambda: tmp_path/"no-checkout")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path/"cache"))
+    monkeypatch.setattr(world.WorldConfig, "default", classmethod(lambda cls: cls.tiny()))
+    old_key = hashlib.sha1(Path(world.__file__).read_bytes()).hexdigest()[:12]
+    old = tmp_path/"cache"/"search_r1_course"/f"world-{old_key}"
+    data.export_world(_tiny_world(), old)
+    (old/"dev.parquet").unlink()
+    d = data.world_dir()
+    assert d != old and (d/"dev.parquet").is_file()
+    assert data.load_world("dev") == data.load_world("dev", d)
+
+
+# Loading other projects' files --------------------------------------------------------------------------
+
+def _verl_rows(ground_truths, source="nq", index=None):
+    return [{"data_source": source, "question": f"question {i}?", "reward_model": {"style": "rule", "ground_truth": gt},
+             "extra_info": {"index": i if index is None else index[i], "split": "test"}} for i, gt in enumerate(ground_truths)]
+
+
+def test_answer_strings_split_only_on_the_marker_or_a_named_separator(tmp_path):
+    path = tmp_path/"nq_dev_verl.parquet"
+    gts = ["Paul Simon<|answer_split|>Simon", "Simon; Garfunkel duo", "1931", "Art Garfunkel <|answer_split|> Garfunkel"]
+    pq.write_table(pa.Table.from_pylist(_verl_rows(gts)), path)
+    with pytest.warns(UserWarning) as caught: samples = load_qa(path)
+    assert [s.golden_answers for s in samples] == [["Paul Simon", "Simon"], ["Simon; Garfunkel duo"], ["1931"],
+                                                   ["Art Garfunkel", "Garfunkel"]]
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert str(path) in message and "'<|answer_split|>'" in message and "2 of 4 rows" in message
+    # a separator the user names is used instead, through every loader, and said as well
+    with pytest.warns(UserWarning, match=r"split the answer strings of 1 of 4 rows on ';'"):
+        assert load_parquet(path, answer_sep=";")[1].golden_answers == ["Simon", "Garfunkel duo"]
+    with pytest.warns(UserWarning, match="on ';'"):
+        assert load_named(path, "test", answer_sep=";")[1].golden_answers == ["Simon", "Garfunkel duo"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        whole = load_qa(path, answer_sep="")  # '' never splits, so nothing is said
+    assert [s.golden_answers for s in whole][:2] == [["Paul Simon<|answer_split|>Simon"], ["Simon; Garfunkel duo"]]
+    # no marker anywhere: nothing is split, whatever characters the answers hold
+    pq.write_table(pa.Table.from_pylist(_verl_rows(["Simon; Garfunkel duo", "AC|DC", "1931"])), tmp_path/"unmarked.parquet")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [s.golden_answers for s in load_qa(tmp_path/"unmarked.parquet")] == [["Simon; Garfunkel duo"], ["AC|DC"], ["1931"]]
+    assert data.answers_from_reward_model({"ground_truth": "Simon; Garfunkel duo"}) == ["Simon; Garfunkel duo"]
+    assert not hasattr(data, "detect_answer_sep") and not hasattr(data, "ANSWER_SEPARATORS")
+
+
+def test_no_separator_is_guessed_in_golden_answer_strings(tmp_path):
+    path = tmp_path/"one_string.jsonl"
+    rows = [{"question": "Which duo?", "golden_answers": "Simon; Garfunkel duo"}, {"question": "Which band?", "golden_answers": "AC|DC"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [s.golden_answers for s in load_qa(path)] == [["Simon; Garfunkel duo"], ["AC|DC"]]
+
+
+def test_r1_searcher_eval_set(tmp_path):
+    "R1-Searcher's data/eval_set/*.jsonl: idx, question, one answer string (and a gen_text_store field)."
+    path = tmp_path/"eval_set"/"hotpotqa_500.jsonl"
+    path.parent.mkdir()
+    rows = [{"idx": 1, "question": "In which stadium was the 1973 Pro Bowl played?", "answer": "Arrowhead Stadium", "gen_text_store": ""},
+            {"idx": 2, "question": "What party campaigned for Home Rule?", "answer": "The Home Rule League", "gen_text_store": ""}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    samples = load_qa(path)
+    assert [(s.id, s.data_source, s.golden_answers) for s in samples] == [
+        ("hotpotqa_1", "hotpotqa", ["Arrowhead Stadium"]), ("hotpotqa_2", "hotpotqa", ["The Home Rule League"])]
+    assert source_mapping(samples) == {"hotpotqa_500": "hotpotqa"}
+    assert "answer" not in samples[0].meta and samples[0].meta["idx"] == 1
+    assert load_named(path, "test", "hotpot_qa") == samples  # no split in its name: usable for evaluation
+
+
+@pytest.mark.parametrize("given,canonical", [
+    ("tq", "triviaqa"), ("trivia_qa", "triviaqa"), ("TriviaQA", "triviaqa"), ("2wiki", "2wikimultihopqa"),
+    ("2WikiMultihopQA", "2wikimultihopqa"), ("Bamboogle", "bamboogle"), ("hotpot_qa", "hotpotqa"), ("HotpotQA", "hotpotqa"),
+    ("nq_open", "nq"), ("natural_questions", "nq"), ("NQ", "nq"), ("popQA", "popqa"), ("MuSiQue", "musique"),
+    ("musique_ans", "musique"), ("2wiki_500", "2wikimultihopqa"), ("bamboogle_test", "bamboogle"),
+    ("world_1hop", "world_1hop"), ("tq_qg", "tq_qg"), ("nq_hotpotqa", "nq_hotpotqa"), ("My-Set", "My-Set")])
+def test_source_names_map_to_the_canonical_ones(given, canonical):
+    assert canonical_source(given) == canonical
+
+
+def test_loaded_sources_are_canonical_and_the_mapping_is_kept(tmp_path):
+    path = tmp_path/"mixed.parquet"
+    rows = _verl_rows([["a"], ["b"], ["c"], ["d"]], source="nq")
+    for row, src in zip(rows, ["tq", "Bamboogle", "hotpot_qa", "nq"]): row["data_source"] = src
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    samples = load_qa(path)
+    assert [s.data_source for s in samples] == ["triviaqa", "bamboogle", "hotpotqa", "nq"]
+    assert source_mapping(samples) == {"Bamboogle": "bamboogle", "hotpot_qa": "hotpotqa", "tq": "triviaqa"}
+    assert "source_alias" not in samples[3].meta
+    # the sources a user names are read the same way
+    assert [s.data_source for s in load_named(path, "test", "trivia_qa,nq")] == ["triviaqa", "nq"]
+    suite = data.benchmark_suite(samples, n_per_source=1, sources=["tq", "nq"])
+    assert [s.data_source for s in suite] == ["triviaqa", "nq"]
+    with pytest.raises(ValueError, match=r"benchmarks \['popqa', '2wikimultihopqa', 'musique'\] are not in"):
+        data.benchmark_suite(samples)
+
+
+def test_benchmark_suite_is_the_70_question_sample():
+    pool = [QASample(f"{src}-{i}", "q?", ["a"], src) for src in data.EVAL_SOURCES + ("world_1hop",) for i in range(30)]
+    suite = data.benchmark_suite(pool, n_per_source=10, seed=3)
+    assert len(suite) == 70 and [s.data_source for s in suite[::10]] == list(data.EVAL_SOURCES)
+    assert sorted(s.id for s in suite) == sorted(s.id for s in sample_per_source([s for s in pool if s.data_source != "world_1hop"], 10, seed=3))
+    assert data.benchmark_suite(pool, 10, seed=3) == suite and data.benchmark_suite(pool, 10, seed=4) != suite
+
+
+def test_ids_that_already_name_their_source_are_kept(tmp_path):
+    path = tmp_path/"tq_verl.parquet"
+    pq.write_table(pa.Table.from_pylist(_verl_rows([["a"], ["b"], ["c"]], source="tq", index=["tq_qg_3477", "3478", "triviaqa-9"])), path)
+    assert [s.id for s in load_qa(path)] == ["tq_qg_3477", "triviaqa_3478", "triviaqa-9"]
+    world_rows = _verl_rows([["a"]], source="world_1hop", index=["world_1hop_4"])
+    assert [s.id for s in data.qa_from_records(world_rows)] == ["world_1hop_4"]
+
+
+def test_load_named_honours_a_split_column(tmp_path):
+    path = tmp_path/"merged.parquet"
+    table = _search_r1_table(6)
+    splits = ["train", "test", "train", "validation", "test", "train"]
+    pq.write_table(table.append_column("split", pa.array(splits)), path)
+    assert [s.id for s in load_named(path, "train")] == ["train_0", "train_2", "train_5"]
+    assert [s.id for s in load_named(path, "test")] == ["train_1", "train_4"]
+    assert [s.id for s in load_named(path, "dev")] == ["train_3"]
+    # Search-R1's own files carry the split in extra_info
+    pq.write_table(_search_r1_table(3, "test"), tmp_path/"search_r1_test.parquet")
+    assert len(load_named(tmp_path/"search_r1_test.parquet", "test")) == 3
+    with pytest.raises(ValueError, match=r"no 'train' rows; its rows' split is one of \['test'\]"):
+        load_named(tmp_path/"search_r1_test.parquet", "train")
+
+
+def test_load_named_refuses_a_file_of_another_split(tmp_path):
+    (tmp_path/"nq").mkdir()
+    (tmp_path/"nq"/"test.jsonl").write_text(json.dumps({"question": "q?", "golden_answers": ["a"]}) + "\n")
+    with pytest.raises(ValueError, match=r"holds the 'test' split \(its name says so.*not 'train'"):
+        load_named(tmp_path/"nq"/"test.jsonl", "train")
+    assert [s.data_source for s in load_named(tmp_path/"nq"/"test.jsonl", "test")] == ["nq"]
+    (tmp_path/"hotpotqa_dev.jsonl").write_text(json.dumps({"question": "q?", "golden_answers": ["a"]}) + "\n")
+    with pytest.raises(ValueError, match="ask for split='dev'"): load_named(tmp_path/"hotpotqa_dev.jsonl", "test")
+    assert len(load_named(tmp_path/"hotpotqa_dev.jsonl", "dev")) == 1
+    # a folder: one file per split, jsonl as well as parquet
+    assert load_named(tmp_path/"nq", "test") == load_named(tmp_path/"nq"/"test.jsonl", "test")
+    with pytest.raises(FileNotFoundError, match=r"no train file \(expected train.parquet or train.jsonl\); found \['test.jsonl'\]"):
+        load_named(tmp_path/"nq", "train")
+    with pytest.raises(ValueError, match=r"split must be one of \('train', 'dev', 'test'\), got 'valid'"):
+        load_named(tmp_path/"nq", "valid")
