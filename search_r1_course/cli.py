@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 # %% auto #0
 __all__ = ['HEAVY_COMMANDS', 'parse_bool', 'add_dataclass_args', 'dataclass_from_args', 'show_world', 'run_demo', 'run_serve',
-           'run_search', 'run_train', 'run_eval', 'build_parser', 'main']
+           'run_search', 'run_train', 'run_eval', 'run_compare', 'build_parser', 'main']
 
 # %% ../nbs/14_cli.ipynb #8c693462
 def _base_type(tp):
@@ -55,9 +55,11 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls, prefix: str = "", s
         conv = parse_bool if base is bool else base
         optional = _base_type(hints.get(f.name)) is not None and type(None) in typing.get_args(hints.get(f.name))
         default = f.default if f.default is not dataclasses.MISSING else None
+        text = f.metadata.get("help")
         parser.add_argument(f"--{prefix}{f.name.replace('_', '-')}", dest=f"{prefix.replace('-', '_')}{f.name}",
                             type=_optional(conv) if optional else conv, default=argparse.SUPPRESS,
-                            metavar=base.__name__.upper(), help=f"(default: {default!r})")
+                            metavar=base.__name__.upper(),
+                            help=((f"{text} " if text else "") + f"(default: {default!r})").replace("%", "%%"))
         added.append(f.name)
     return added
 
@@ -150,28 +152,68 @@ def run_train(args: argparse.Namespace, file=None) -> None:
         print(markdown_table(result.table()), file=file)
 
 def run_eval(args: argparse.Namespace, file=None) -> None:
-    "Evaluate a policy on N questions per source; print the table, optionally save and compare."
-    from search_r1_course.evaluation import EvalConfig, compare_results, evaluate_policy, markdown_table
+    "Evaluate a policy on N questions per source; print the tables, optionally save and compare."
+    from search_r1_course.evaluation import (GROUP_KEYS, EvalConfig, EvalResult, compare_results, differences, evaluate_policy,
+                                             markdown_table)
     file = file or sys.stdout
     cfg = dataclass_from_args(EvalConfig, args)
+    before = EvalResult.load(args.compare) if args.compare else None   # a missing file stops us before the model loads
     result = evaluate_policy(args.model, config=cfg, out=args.out)
     print(markdown_table(result.table()), file=file)
+    for by in GROUP_KEYS:
+        if any(by in r for r in result.records): print("\n" + markdown_table(result.table(by)), file=file)
+    if args.out: print(f"\nsaved: {args.out}", file=file)
     if args.compare:
+        for d in differences({"before": before, "now": result}): print(f"warning: {d}", file=sys.stderr)
         print(f"\nEM against {args.compare}:", file=file)
-        print(markdown_table(compare_results({"before": args.compare, "now": result})), file=file)
+        print(markdown_table(compare_results({"before": before, "now": result})), file=file)
+
+def _run_names(paths: Sequence[str]) -> list[str]:
+    "A short name per run: its folder's name or its file's stem; the whole path where two would clash."
+    short = [Path(p).parent.name if Path(p).name == "summary.json" else Path(p).stem if Path(p).suffix == ".json"
+             else Path(p).name for p in paths]
+    return [s if short.count(s) == 1 and s else str(p) for s, p in zip(short, paths)]
+
+def run_compare(args: argparse.Namespace, file=None) -> None:
+    "Print saved evaluations side by side; refuse runs whose search setup or questions differ unless `--force`."
+    from search_r1_course.evaluation import EvalResult, differences, markdown_table, runs_table, side_by_side, text_table
+    from search_r1_course.data import comma_list
+    file = file or sys.stdout
+    if len(args.runs) < 2: raise ValueError(f"expected at least two runs to compare, got {len(args.runs)}")
+    names = _run_names(args.runs)
+    if len(set(names)) < len(names): raise ValueError(f"the same run is named twice: {args.runs}")
+    results = {n: EvalResult.load(p) for n, p in zip(names, args.runs)}
+    diffs = differences(results)
+    if diffs and not args.force:
+        raise ValueError("the runs do not compare: " + "; ".join(diffs) + " (--force prints the table anyway)")
+    for d in diffs: print(f"warning: {d}", file=sys.stderr)
+    show = markdown_table if args.markdown else text_table
+    print(show(runs_table(results)) + "\n", file=file)
+    print(show(side_by_side(results, comma_list(args.metrics))), file=file)
 
 # %% ../nbs/14_cli.ipynb #bed2eb91
 HEAVY_COMMANDS = ("train", "eval", "demo")  # their options come from modules that import torch and TRL
 
+def _add_compare(sub) -> None:
+    c = sub.add_parser("compare", help="print saved evaluations side by side (refuses runs with different search setups or questions)")
+    c.add_argument("runs", nargs="+", metavar="RUN", help="an evaluation folder (summary.json + records.jsonl) or .json file")
+    c.add_argument("--markdown", action="store_true", help="print markdown tables (for a report) instead of aligned text")
+    c.add_argument("--force", action="store_true", help="print the table even when the runs differ, with a warning per difference")
+    c.add_argument("--metrics", default="em,f1,format,searches",
+                   help="comma-separated, of n, em, f1, format, searches, no_search, search_error, search_timeout "
+                        "(default: em,f1,format,searches)")
+    c.set_defaults(func=run_compare)
+
 def build_parser(full: bool = True) -> argparse.ArgumentParser:
     "The `search-r1-course` argument parser; `full=False` leaves out the options of `train`/`eval` (a fast start for the rest)."
+    from search_r1_course.data import SPLITS
     from search_r1_course.search import SearchConfig
     p = argparse.ArgumentParser(prog="search-r1-course",
                                 description="Search-R1 on a laptop: the course's command line.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     w = sub.add_parser("world", help="print world statistics and sample questions with their passages")
     w.add_argument("--n", type=int, default=2, help="questions per type")
-    w.add_argument("--split", choices=["train", "test"], default="test")
+    w.add_argument("--split", choices=list(SPLITS), default="test")
     w.add_argument("--seed", type=int, default=0)
     w.set_defaults(func=lambda a: show_world(a.n, a.split, a.seed))
     d = sub.add_parser("demo", help="the main job on the embedded default: evaluate, warm-start, GRPO, evaluate, report")
@@ -193,17 +235,21 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     e = sub.add_parser("eval", help="evaluate a policy (model, adapter or hub id) on N questions per data source")
     t.set_defaults(func=run_train)
     e.set_defaults(func=run_eval)
+    _add_compare(sub)
     if not full: return p
-    from search_r1_course.evaluation import EvalConfig
+    from search_r1_course.evaluation import DATA_HELP, EvalConfig
     from search_r1_course.experiment import ExperimentConfig
     add_dataclass_args(d, ExperimentConfig)
     from search_r1_course.trainer import PRESETS, TrainConfig
     t.add_argument("--preset", choices=sorted(PRESETS), default="cpu", help="starting configuration (default: cpu)")
     t.add_argument("--resume-from", default=None, metavar="CHECKPOINT", help="a checkpoint-N folder, or 'latest'")
     add_dataclass_args(t, TrainConfig)
+    e.description = (f"Evaluate a policy greedily through the rollout engine on N questions per data source. --data takes "
+                     f"{DATA_HELP}. Data errors are reported before the model loads.")
     e.add_argument("--model", default=None, help="model folder, LoRA adapter folder or hub id (default: the packaged model)")
-    e.add_argument("--out", default=None, help="write the result (metrics and every record) to this JSON file")
-    e.add_argument("--compare", default=None, metavar="JSON", help="an earlier result to compare EM with, per source")
+    e.add_argument("--out", default=None, help="a folder to write records.jsonl (one line per question) and summary.json "
+                                               "into, or a .json file to write both into")
+    e.add_argument("--compare", default=None, metavar="RUN", help="an earlier result to compare EM with, per source")
     add_dataclass_args(e, EvalConfig)
     return p
 
@@ -212,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(full=bool(argv) and argv[0] in HEAVY_COMMANDS).parse_args(argv)
     try: args.func(args)
-    except (FileNotFoundError, ValueError, TypeError) as e:
+    except (OSError, ValueError, TypeError) as e:   # OSError: a missing file, a model that cannot be loaded
         print(f"search-r1-course {args.command}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt: return 130

@@ -8,6 +8,7 @@ Docs: https://search-r1-course.github.io/search_r1_course/eval.html.md"""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import time
@@ -18,23 +19,34 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from .data import EVAL_SOURCES, QASample, load_named, sample_per_source
+from .data import EVAL_SOURCES, SPLITS, QASample, load_named, sample_per_source, source_mapping
 from .generate import TransformersGenerator
+from .protocol import ToolCallProtocol
 from .reward import RewardConfig, compute_reward, f1_score
 from .rollout import STATUSES, RolloutEngine, Trajectory, make_protocol, render_trajectory, rollout_config, search_config
-from .search import make_search_tool
+from .search import EMPTY_QUERY, NOT_TEXT_QUERY, TIMEOUT, make_search_tool, search_failed
 
 # %% auto #0
-__all__ = ['EvalConfig', 'load_eval_samples', 'make_eval_engine', 'response_text', 'grade', 'summarize', 'EvalResult',
-           'evaluate_policy', 'compare_results', 'markdown_table']
+__all__ = ['DATA_HELP', 'GROUP_KEYS', 'GROUP_METRICS', 'BUDGETS', 'COMPARED', 'EvalConfig', 'load_eval_samples',
+           'make_eval_engine', 'response_text', 'search_faults', 'grade', 'group_metrics', 'breakdowns', 'summarize',
+           'EvalResult', 'corpus_fingerprint', 'search_setup', 'eval_setup', 'evaluate_policy', 'compare_results',
+           'markdown_table', 'setup_of', 'differences', 'side_by_side', 'runs_table', 'text_table']
 
 # %% ../nbs/12_eval.ipynb #fcaa4b75
+DATA_HELP = ("'world' (the shipped fictional world), 'search_r1' (PeterJinGo/nq_hotpotqa_train from the local Hugging Face "
+             "cache), a QA file (.jsonl, .json or .parquet with question, golden_answers, data_source) or a folder "
+             "holding <split>.parquet")
+
 @dataclass
 class EvalConfig:
     "Which questions, how the policy is run on them, and how answers are graded."
-    data: str = "world"                      # 'world' (test split) | 'search_r1' (test split) | a QA file | a folder with test.parquet
-    sources: str | None = None               # comma-separated data_source filter; None: every source in the data
-    n_per_source: int = 50
+    data: str = field(default="world", metadata={"help": f"the questions: {DATA_HELP}"})
+    split: str = field(default="test", metadata={"help": f"which split of the data to evaluate on: {', '.join(SPLITS)}"})
+    sources: str | None = field(default=None, metadata={"help": "comma-separated data_source names to keep (other spellings "
+                                                                "of the benchmarks, such as tq, are mapped); None: every source"})
+    answer_sep: str | None = field(default=None, metadata={"help": "split answer strings on this separator; None: only on "
+                                                                   "<|answer_split|>"})
+    n_per_source: int = field(default=50, metadata={"help": "questions drawn from each data source (seeded)"})
     seed: int = 0
     batch_size: int = 32                     # questions per rollout batch
     temperature: float = 0.0                 # 0: greedy
@@ -67,7 +79,7 @@ class EvalConfig:
     @classmethod
     def like(cls, other, **overrides) -> EvalConfig:
         "An `EvalConfig` with the fields it shares with `other` (e.g. a `TrainConfig`) copied, then `overrides`; sampling stays greedy."
-        names = {f.name for f in fields(cls)} - {"temperature", "top_p", "seed", "show_progress"}
+        names = {f.name for f in fields(cls)} - {"temperature", "top_p", "seed", "show_progress", "split"}
         shared = {n: getattr(other, n) for n in names if hasattr(other, n)}
         return cls(**{**shared, **overrides})
 
@@ -75,43 +87,78 @@ class EvalConfig:
 
 # %% ../nbs/12_eval.ipynb #2957c979
 def load_eval_samples(config: EvalConfig) -> list[QASample]:
-    "N questions per data source of the test data `config` names, seeded."
-    samples = load_named(config.data, "test", config.sources)
+    "N questions per data source of the data and split `config` names, seeded."
+    samples = load_named(config.data, config.split, config.sources, answer_sep=config.answer_sep)
     return sample_per_source(samples, config.n_per_source, seed=config.seed)
 
 # %% ../nbs/12_eval.ipynb #af83db29
-def make_eval_engine(model, tokenizer, config: EvalConfig) -> RolloutEngine:
-    "A rollout engine for evaluation: transformers generation, the config's protocol, retriever and budgets."
+def make_eval_engine(model, tokenizer, config: EvalConfig, tool=None) -> RolloutEngine:
+    "A rollout engine for evaluation: transformers generation, the config's protocol, retriever (or `tool`) and budgets."
     return RolloutEngine(TransformersGenerator(model, tokenizer), make_protocol(config, tokenizer),
-                         make_search_tool(search_config(config)), tokenizer, rollout_config(config))
+                         tool or make_search_tool(search_config(config)), tokenizer, rollout_config(config))
 
 def response_text(traj: Trajectory, tokenizer) -> str:
     "What the policy wrote in a trajectory: its sampled segments decoded, the inserted ones left out."
     return "".join(tokenizer.decode(ids, skip_special_tokens=True) for ids, sampled in traj.segments() if sampled)
 
+# %% ../nbs/12_eval.ipynb #3863455b
+_FAILED = search_failed("")                 # every fault observation opens with this
+_POLICY_FAULTS = (EMPTY_QUERY, NOT_TEXT_QUERY)
+
+def search_faults(traj: Trajectory) -> dict[str, int]:
+    "How many of the searches of `traj` came back as an error or a timeout, read from the observations it was shown."
+    errors = timeouts = 0
+    for obs in traj.observations:
+        if TIMEOUT in obs: timeouts += 1
+        elif _FAILED in obs and not any(m in obs for m in _POLICY_FAULTS): errors += 1
+    return {"search_errors": errors, "search_timeouts": timeouts}
+
 # %% ../nbs/12_eval.ipynb #148e21fa
+GROUP_KEYS = ("hops", "qtype")   # sample.meta fields a record keeps, to group results by (the world's questions carry them)
+
 def grade(traj: Trajectory, sample: QASample, tokenizer) -> dict:
     "One evaluation record: the question, the answers, what the policy answered, EM, F1, format, searches, status, text."
     result = compute_reward(response_text(traj, tokenizer), sample.golden_answers, RewardConfig(metric="em"))
-    return {"id": sample.id, "data_source": sample.data_source, "question": sample.question,
-            "golden_answers": list(sample.golden_answers), "prediction": result.answer,
+    meta = sample.meta or {}
+    return {"id": sample.id, "data_source": sample.data_source, **{k: meta[k] for k in GROUP_KEYS if k in meta},
+            "question": sample.question, "golden_answers": list(sample.golden_answers), "prediction": result.answer,
             "correct": bool(result.correct), "f1": f1_score(result.answer, sample.golden_answers) if result.answer else 0.0,
-            "valid_format": bool(result.valid_format), "searches": traj.searches, "queries": list(traj.queries),
-            "turns": traj.turns, "status": traj.status, "trajectory": render_trajectory(traj, tokenizer)}
+            "valid_format": bool(result.valid_format), "searches": traj.searches, **search_faults(traj),
+            "queries": list(traj.queries), "turns": traj.turns, "status": traj.status,
+            "trajectory": render_trajectory(traj, tokenizer)}
+
+# %% ../nbs/12_eval.ipynb #784c4568
+GROUP_METRICS = ("n", "em", "f1", "format", "searches", "no_search", "search_error", "search_timeout")
+
+def group_metrics(records: Sequence[dict]) -> dict[str, float]:
+    "`GROUP_METRICS` of some records: size, EM, F1, format rate, searches per question, no-search rate, fault rates per search."
+    n, searches = len(records), sum(r["searches"] for r in records)
+    mean = lambda xs: sum(xs) / n
+    per_search = lambda k: sum(r.get(k, 0) for r in records) / searches if searches else 0.0
+    return {"n": n, "em": mean([float(r["correct"]) for r in records]), "f1": mean([r["f1"] for r in records]),
+            "format": mean([float(r["valid_format"]) for r in records]), "searches": searches / n,
+            "no_search": mean([float(r["searches"] == 0) for r in records]),
+            "search_error": per_search("search_errors"), "search_timeout": per_search("search_timeouts")}
+
+def breakdowns(records: Sequence[dict]) -> dict[str, list[dict]]:
+    "The records by each `GROUP_KEYS` value they carry: `{'hops=1': [...], 'qtype=comparison': [...], ...}`."
+    out: dict[str, list[dict]] = {}
+    for key in GROUP_KEYS:
+        values = sorted({r[key] for r in records if key in r}, key=lambda v: (str(type(v)), v))
+        for v in values: out[f"{key}={v}"] = [r for r in records if r.get(key) == v]
+    return out
 
 # %% ../nbs/12_eval.ipynb #ce4bec08
 def summarize(records: Sequence[dict]) -> dict[str, float]:
-    "Metrics of a list of evaluation records: per-source and macro EM/F1, format, searches, statuses."
+    "Metrics of a list of evaluation records: per source, macro, per hop count and type; format, searches, statuses."
     if not records: raise ValueError("summarize: no records")
     by_source: dict[str, list[dict]] = defaultdict(list)
     for r in records: by_source[r["data_source"]].append(r)
     mean = lambda xs: sum(xs) / len(xs)
     m: dict[str, float] = {}
-    for s in sorted(by_source):
-        rs = by_source[s]
-        m[f"em/{s}"], m[f"f1/{s}"], m[f"n/{s}"] = mean([float(r["correct"]) for r in rs]), mean([r["f1"] for r in rs]), len(rs)
-    m["em/macro"] = mean([m[f"em/{s}"] for s in by_source])
-    m["f1/macro"] = mean([m[f"f1/{s}"] for s in by_source])
+    for s in sorted(by_source): m.update({f"{k}/{s}": v for k, v in group_metrics(by_source[s]).items()})
+    for k in GROUP_METRICS[1:]: m[f"{k}/macro"] = mean([m[f"{k}/{s}"] for s in by_source])
+    for g, rs in breakdowns(records).items(): m.update({f"{k}/{g}": v for k, v in group_metrics(rs).items()})
     m["em/micro"] = mean([float(r["correct"]) for r in records])
     m["format/rate"] = mean([float(r["valid_format"]) for r in records])
     m["search/avg_calls"] = mean([r["searches"] for r in records])
@@ -123,6 +170,19 @@ def summarize(records: Sequence[dict]) -> dict[str, float]:
     return m
 
 # %% ../nbs/12_eval.ipynb #c2c37181
+def _read_json(path: Path):
+    try: return json.loads(path.read_text())
+    except json.JSONDecodeError as e: raise ValueError(f"{path}: not a JSON file ({e})") from None
+
+def _read_records(path: Path) -> list[dict]:
+    if not path.is_file(): raise FileNotFoundError(f"{path}: no such file (an evaluation folder holds summary.json and records.jsonl)")
+    out = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip(): continue
+        try: out.append(json.loads(line))
+        except json.JSONDecodeError as e: raise ValueError(f"{path}, line {i}: expected one JSON record per line ({e})") from None
+    return out
+
 @dataclass
 class EvalResult:
     "The metrics of an evaluation, every per-question record, and what was evaluated how."
@@ -131,35 +191,51 @@ class EvalResult:
     config: dict = field(default_factory=dict)
     model: str = ""
     seconds: float = 0.0
+    setup: dict = field(default_factory=dict)   # what the numbers depend on: see `eval_setup`
 
     @property
     def sources(self) -> list[str]: return sorted({r["data_source"] for r in self.records})
 
     def save(self, path: str | os.PathLike) -> Path:
-        "Write the result as one JSON file."
+        "Write the result: one JSON file if `path` ends in `.json`, else a folder with `records.jsonl` and `summary.json`."
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(dataclasses.asdict(self), indent=1, ensure_ascii=False))
+        if path.suffix.lower() == ".json":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(dataclasses.asdict(self), indent=1, ensure_ascii=False))
+            return path
+        path.mkdir(parents=True, exist_ok=True)
+        (path/"records.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.records))
+        summary = {k: v for k, v in dataclasses.asdict(self).items() if k != "records"}
+        (path/"summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False))  # last: a folder with it is complete
         return path
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> EvalResult:
-        "Read a result written by `save`."
-        d = json.loads(Path(path).read_text())
-        missing = [k for k in ("metrics", "records") if k not in d]
+        "Read a result written by `save`: a folder (or its `summary.json`), or one `.json` file."
+        path = Path(path)
+        folder = path if path.is_dir() else path.parent if path.name == "summary.json" else None
+        if folder is not None:
+            if not (folder/"summary.json").is_file():
+                raise FileNotFoundError(f"{folder}: not an evaluation folder (expected summary.json and records.jsonl in it)")
+            d = {**_read_json(folder/"summary.json"), "records": _read_records(folder/"records.jsonl")}
+        elif path.is_file(): d = _read_json(path)
+        else: raise FileNotFoundError(f"{path}: no such evaluation result (expected a folder with summary.json and "
+                                      "records.jsonl, or a .json file)")
+        missing = [k for k in ("metrics", "records") if k not in d] if isinstance(d, dict) else ["metrics", "records"]
         if missing: raise ValueError(f"{path}: not an evaluation result (missing {missing})")
-        return cls(**{k: d[k] for k in ("metrics", "records", "config", "model", "seconds") if k in d})
+        return cls(**{k: d[k] for k in ("metrics", "records", "config", "model", "seconds", "setup") if k in d})
 
-    def table(self):
-        "One row per source (and the macro mean): n, EM, F1, format rate, searches per question."
+    def table(self, by: str = "source"):
+        "One row per source and the macro mean (`by='source'`), or per hop count / question type (`'hops'`, `'qtype'`)."
         import pandas as pd
-        rows = {}
-        for s in self.sources:
-            rs = [r for r in self.records if r["data_source"] == s]
-            rows[s] = {"n": len(rs), "em": self.metrics[f"em/{s}"], "f1": self.metrics[f"f1/{s}"],
-                       "format": sum(r["valid_format"] for r in rs) / len(rs), "searches": sum(r["searches"] for r in rs) / len(rs)}
-        rows["macro"] = {"n": len(self.records), "em": self.metrics["em/macro"], "f1": self.metrics["f1/macro"],
-                         "format": self.metrics["format/rate"], "searches": self.metrics["search/avg_calls"]}
+        if by == "source":
+            rows = {s: group_metrics([r for r in self.records if r["data_source"] == s]) for s in self.sources}
+            rows["macro"] = {k: (len(self.records) if k == "n" else sum(r[k] for r in rows.values()) / len(rows))
+                             for k in GROUP_METRICS}
+        elif by in GROUP_KEYS:
+            rows = {g: group_metrics(rs) for g, rs in breakdowns(self.records).items() if g.startswith(f"{by}=")}
+            if not rows: raise ValueError(f"table(by={by!r}): no record carries {by!r}")
+        else: raise ValueError(f"table: expected by='source' or one of {GROUP_KEYS}, got {by!r}")
         return pd.DataFrame(rows).T.astype({"n": int})
 
     def examples(self, k: int = 3, correct: bool | None = None, source: str | None = None, width: int = 600) -> str:
@@ -173,32 +249,77 @@ class EvalResult:
                        f"{r['status']}\n  {traj}")
         return "\n\n".join(out)
 
+# %% ../nbs/12_eval.ipynb #9849437f
+BUDGETS = ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens")
+
+def corpus_fingerprint(passages: Sequence, k: int = 4096) -> str:
+    "A short hash of a corpus: its size and up to `k` evenly spaced passages (id, title, text)."
+    n = len(passages)
+    h = hashlib.sha1(str(n).encode())
+    for i in range(0, n, max(1, -(-n // k))):
+        p = passages[i]
+        h.update("\x1f".join((str(p.id), p.title, p.text)).encode() + b"\x1e")
+    return h.hexdigest()[:16]
+
+def search_setup(tool, corpus: str | None = None) -> dict:
+    "The search configuration a tool runs with: backend, topk, observation budget, corpus (name, size, fingerprint) or server."
+    r = getattr(tool, "retriever", None)
+    out = {"retriever": getattr(r, "name", type(r).__name__), "topk": getattr(tool, "topk", None),
+           "max_chars": getattr(tool, "max_chars", None)}
+    if corpus is not None: out["corpus"] = corpus
+    passages = getattr(r, "passages", None)
+    if passages is not None: out.update(passages=len(passages), fingerprint=corpus_fingerprint(passages))
+    if getattr(r, "encoder", None) is not None: out["encoder"] = getattr(r.encoder, "name", type(r.encoder).__name__)
+    url = getattr(r, "url", None) or getattr(r, "base_url", None)
+    if url: out["url"] = url
+    return out
+
+def eval_setup(engine: RolloutEngine, samples: Sequence[QASample], model: str = "", seed: int | None = None,
+               corpus: str | None = None, data: dict | None = None) -> dict:
+    "What an evaluation ran: the policy and its prompt and decoding, the search configuration, the budgets, the questions."
+    p, c = engine.protocol, engine.config
+    questions: dict[str, list[str]] = defaultdict(list)
+    for s in samples: questions[s.data_source].append(str(s.id))
+    return {"model": model, "protocol": "tool_call" if isinstance(p, ToolCallProtocol) else "tag",
+            "prompt_style": getattr(getattr(p, "style", None), "name", None),
+            "decoding": {k: getattr(c, k) for k in ("temperature", "top_p", "top_k")}, "seed": seed,
+            "search": search_setup(engine.tool, corpus), "budgets": {k: getattr(c, k) for k in BUDGETS},
+            "data": data, "source_mapping": source_mapping(samples), "questions": dict(sorted(questions.items()))}
+
 # %% ../nbs/12_eval.ipynb #1db12561
-def _engine_for(policy, config: EvalConfig) -> tuple[RolloutEngine, str]:
-    "A rollout engine from an engine, a (model, tokenizer) pair, or a model/adapter path; and a name for the policy."
+def _corpus_name(config: EvalConfig) -> str | None:
+    if config.retriever not in ("bm25", "dense"): return None
+    return config.corpus_path or (f"index {config.index_dir}" if config.index_dir else "world")
+
+def _engine_for(policy, config: EvalConfig) -> tuple[RolloutEngine, str, str | None]:
+    "A rollout engine from an engine, a (model, tokenizer) pair, or a model/adapter path; a name for the policy; the corpus name."
     if isinstance(policy, RolloutEngine):
         engine = RolloutEngine(policy.generator, policy.protocol, policy.tool, policy.tokenizer,
                                dataclasses.replace(policy.config, temperature=config.temperature, top_p=config.top_p,
                                                    seed=config.seed, show_progress=False))
-        return engine, getattr(getattr(policy.generator, "model", None), "name_or_path", "") or ""
-    if isinstance(policy, tuple) and len(policy) == 2:
+        return engine, getattr(getattr(policy.generator, "model", None), "name_or_path", "") or "", None
+    pair = isinstance(policy, tuple) and len(policy) == 2
+    if not (pair or policy is None or isinstance(policy, (str, os.PathLike))):
+        raise TypeError(f"evaluate_policy: expected a RolloutEngine, a (model, tokenizer) pair or a model path, "
+                        f"got {type(policy).__name__}")
+    tool = make_search_tool(search_config(config))  # before the model: a missing corpus fails fast
+    if pair:
         model, tok = policy
-        return make_eval_engine(model, tok, config), getattr(model, "name_or_path", "") or ""
-    if policy is None or isinstance(policy, (str, os.PathLike)):
-        from search_r1_course.policy import load_policy
-        # an adapter is folded into the weights: the same function, without LoRA's extra matmuls on every token
-        model, tok = load_policy(policy, dtype=config.dtype, threads=config.threads, merge_adapter=True)
-        return make_eval_engine(model, tok, config), str(policy or "smollm2-135m-instruct")
-    raise TypeError(f"evaluate_policy: expected a RolloutEngine, a (model, tokenizer) pair or a model path, "
-                    f"got {type(policy).__name__}")
+        return make_eval_engine(model, tok, config, tool), getattr(model, "name_or_path", "") or "", _corpus_name(config)
+    from search_r1_course.policy import load_policy
+    # an adapter is folded into the weights: the same function, without LoRA's extra matmuls on every token
+    model, tok = load_policy(policy, dtype=config.dtype, threads=config.threads, merge_adapter=True)
+    return make_eval_engine(model, tok, config, tool), str(policy or "smollm2-135m-instruct"), _corpus_name(config)
 
 def evaluate_policy(policy, samples: Sequence[QASample] | None = None, config: EvalConfig | None = None,
                     out: str | os.PathLike | None = None) -> EvalResult:
-    "Run `policy` greedily on `samples` (default: the config's N per source), grade every answer, optionally save JSON."
+    "Run `policy` greedily on `samples` (default: the config's N per source), grade every answer, optionally save (`EvalResult.save`)."
     config = config or EvalConfig()
-    engine, name = _engine_for(policy, config)
-    samples = list(load_eval_samples(config) if samples is None else samples)
+    asked = ("data", "split", "sources", "n_per_source", "answer_sep")
+    data = {k: getattr(config, k) for k in asked} if samples is None else None   # None: the caller chose the questions
+    samples = list(load_eval_samples(config) if samples is None else samples)   # data errors first, before any model loads
     if not samples: raise ValueError("evaluate_policy: no questions to evaluate")
+    engine, name, corpus = _engine_for(policy, config)
     if hasattr(engine.tool, "reset_metrics"): engine.tool.reset_metrics()
     model = getattr(engine.generator, "model", None)
     was_training = bool(model is not None and model.training)
@@ -216,7 +337,8 @@ def evaluate_policy(policy, samples: Sequence[QASample] | None = None, config: E
         if was_training: model.train()
     metrics = summarize(records)
     if hasattr(engine.tool, "metrics"): metrics.update({k: v for k, v in engine.tool.metrics().items() if k.endswith("_rate")})
-    result = EvalResult(metrics, records, config.to_dict(), name, time.perf_counter() - t0)
+    setup = eval_setup(engine, samples, name, seed=config.seed, corpus=corpus, data=data)
+    result = EvalResult(metrics, records, config.to_dict(), name, time.perf_counter() - t0, setup)
     if out is not None: result.save(out)
     return result
 
@@ -227,12 +349,15 @@ def _as_result(r) -> EvalResult:
     if isinstance(r, dict) and "metrics" in r: return EvalResult(r["metrics"], r.get("records", []))
     raise TypeError(f"expected an EvalResult, a path to one, or its dict; got {type(r).__name__}")
 
+def _source_groups(metrics: dict) -> list[str]:
+    "The data sources a metrics dict reports EM for (not the macro/micro means, not the `hops=`/`qtype=` groups)."
+    return sorted({k[3:] for k in metrics if k.startswith("em/") and k[3:] not in ("macro", "micro") and "=" not in k})
+
 def compare_results(results: dict[str, Any], metric: str = "em"):
     "A DataFrame with one row per source plus 'macro', one column per named result (and 'delta' for two)."
     import pandas as pd
     res = {name: _as_result(r) for name, r in results.items()}
-    sources = sorted({k.split("/", 1)[1] for r in res.values() for k in r.metrics
-                      if k.startswith(f"{metric}/") and k.split("/", 1)[1] not in ("macro", "micro")})
+    sources = sorted({s for r in res.values() for s in _source_groups(r.metrics)})
     df = pd.DataFrame({name: [r.metrics.get(f"{metric}/{s}") for s in sources + ["macro"]] for name, r in res.items()},
                       index=sources + ["macro"], dtype=float)
     if len(res) == 2: df["delta"] = df.iloc[:, 1] - df.iloc[:, 0]
@@ -240,11 +365,100 @@ def compare_results(results: dict[str, Any], metric: str = "em"):
     return df
 
 def markdown_table(df, floatfmt: str = ".3f") -> str:
-    "A GitHub-flavoured markdown table of a DataFrame (index as the first column)."
+    "A GitHub-flavoured markdown table of a DataFrame (index as the first column); missing values are left empty."
     def cell(v):
+        if v is None: return ""
         if isinstance(v, float): return "" if v != v else format(v, floatfmt)
         return str(v)
     head = [str(df.index.name or "")] + [str(c) for c in df.columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(df.columns)) + "|"]
     lines += ["| " + " | ".join([str(i)] + [cell(v) for v in row]) + " |" for i, row in zip(df.index, df.itertuples(index=False))]
     return "\n".join(lines)
+
+# %% ../nbs/12_eval.ipynb #44fbc8e9
+COMPARED = ("search", "budgets")   # the setup sections that must be equal for two runs' numbers to compare
+
+def setup_of(result: EvalResult) -> dict:
+    "The setup recorded with `result`; for a result saved before setups were recorded, what its config says."
+    if result.setup: return result.setup
+    c = result.config
+    if not c: return {"model": result.model}
+    search = {"retriever": c.get("retriever"), "topk": c.get("topk")}
+    if c.get("retriever") in ("bm25", "dense"): search["corpus"] = c.get("corpus_path") or "world"
+    return {"model": result.model, "protocol": c.get("protocol", "tag"), "prompt_style": c.get("prompt_style"),
+            "search": search, "budgets": {k: c[k] for k in BUDGETS if k in c}}
+
+def _questions(result: EvalResult) -> set[tuple[str, str]] | None:
+    if result.records: return {(r["data_source"], str(r["id"])) for r in result.records}
+    qs = setup_of(result).get("questions")
+    return {(s, str(i)) for s, ids in qs.items() for i in ids} if qs else None
+
+def _section_differences(a: dict, b: dict, section: str, first: str, name: str) -> list[str]:
+    same_corpus_check = "fingerprint" in a and "fingerprint" in b   # then the corpus's name (its path) may differ
+    keys = [k for k in a if k in b and not (k == "corpus" and same_corpus_check)]
+    return [f"{section} {k}: {a[k]!r} in {first}, {b[k]!r} in {name}" for k in keys if a[k] != b[k]]
+
+def differences(results: dict[str, Any]) -> list[str]:
+    "What keeps the runs' numbers from comparing, against the first run: search configuration, budgets, question set."
+    res = {name: _as_result(r) for name, r in results.items()}
+    first, *others = list(res)
+    ref, ref_q, out = setup_of(res[first]), _questions(res[first]), []
+    for name in others:
+        s, q = setup_of(res[name]), _questions(res[name])
+        for section in COMPARED:
+            if section not in ref or section not in s:
+                out.append(f"{section}: not recorded in {' and '.join(n for n, x in ((first, ref), (name, s)) if section not in x)}")
+            else: out += _section_differences(ref[section], s[section], section, first, name)
+        if ref_q is None or q is None:
+            out.append(f"questions: not recorded in {' and '.join(n for n, x in ((first, ref_q), (name, q)) if x is None)}")
+        elif q != ref_q:
+            eg = sorted(ref_q ^ q)[:3]
+            out.append(f"questions: {len(ref_q - q)} only in {first}, {len(q - ref_q)} only in {name}, {len(ref_q & q)} shared "
+                       f"(e.g. {', '.join(f'{s}/{i}' for s, i in eg)})")
+    return out
+
+# %% ../nbs/12_eval.ipynb #9ba40218
+def _value(metrics: dict, metric: str, group: str):
+    if metric == "n" and group == "macro": return metrics.get("n")
+    return metrics.get(f"{metric}/{group}")
+
+def side_by_side(results: dict[str, Any], metrics: Sequence[str] = ("em", "f1", "format", "searches")):
+    "One row per source, the macro mean and each hop count / type; per metric one column per run (and 'delta' for two)."
+    import pandas as pd
+    unknown = [m for m in metrics if m not in GROUP_METRICS]
+    if unknown or not metrics: raise ValueError(f"side_by_side: unknown metrics {unknown}; expected some of {list(GROUP_METRICS)}")
+    res = {name: _as_result(r) for name, r in results.items()}
+    ms = {name: summarize(r.records) if r.records else r.metrics for name, r in res.items()}
+    sources = sorted({s for m in ms.values() for s in _source_groups(m)})
+    extra = sorted({k[3:] for m in ms.values() for k in m if k.startswith("em/") and "=" in k})
+    groups, cols = sources + ["macro"] + extra, {}
+    for metric in metrics:
+        for name in res: cols[f"{metric} {name}"] = [_value(ms[name], metric, g) for g in groups]
+        if len(res) == 2:
+            a, b = (cols[f"{metric} {name}"] for name in res)
+            cols[f"{metric} delta"] = [None if x is None or y is None else y - x for x, y in zip(a, b)]
+    df = pd.DataFrame(cols, index=groups, dtype=object)
+    df.index.name = "group"
+    return df
+
+def _short_model(name: str) -> str:
+    "A model's name for a table: a hub id or relative path as it is, an absolute path by its last two parts."
+    return str(Path(*Path(name).parts[-2:])) if os.path.isabs(name) else name
+
+def runs_table(results: dict[str, Any]):
+    "What each run is: model, prompt style, protocol, retriever, topk, questions."
+    import pandas as pd
+    rows = {}
+    for name, r in ((n, _as_result(r)) for n, r in results.items()):
+        s = setup_of(r)
+        rows[name] = {"model": _short_model(s.get("model") or r.model or ""), "prompt": s.get("prompt_style") or "",
+                      "protocol": s.get("protocol") or "", "retriever": s.get("search", {}).get("retriever") or "",
+                      "topk": s.get("search", {}).get("topk"), "questions": len(r.records)}
+    df = pd.DataFrame(rows, dtype=object).T
+    df.index.name = "run"
+    return df
+
+def text_table(df, floatfmt: str = ".3f") -> str:
+    "A DataFrame as aligned plain text for a terminal: floats with `floatfmt`, missing values as '-'."
+    cell = lambda v: "-" if v is None or (isinstance(v, float) and v != v) else format(v, floatfmt) if isinstance(v, float) else str(v)
+    return df.map(cell).to_string()

@@ -112,3 +112,95 @@ def test_demo_refuses_bad_overrides():
     r = run("demo", "--train-overrides", "num_generations=4")
     assert r.returncode == 1
     assert "expected a JSON object" in r.stderr and "Traceback" not in r.stderr
+
+
+# --- eval and compare ---------------------------------------------------------------------------------------------
+
+def _tiny_eval_args():
+    from search_r1_course.policy import tiny_random_model
+    return ["--model", str(tiny_random_model()), "--dtype", "fp32", "--threads", "1", "--n-per-source", "1", "--max-turns", "2",
+            "--max-new-tokens-per-turn", "8", "--max-total-tokens", "96", "--max-obs-tokens", "64", "--show-progress", "false"]
+
+
+def test_eval_help_says_which_data_it_takes():
+    r = run("eval", "--help")
+    assert r.returncode == 0, r.stderr
+    for value in ("'world'", "'search_r1'", ".jsonl", ".parquet", "<split>.parquet", "--n-per-source", "--model", "--out"):
+        assert value in r.stdout, value
+
+
+def test_eval_reports_data_errors_before_loading_the_model(tmp_path):
+    """The model path does not exist either: had the model been looked at first, its error would be the one shown."""
+    for data_args, expected in [(["--data", str(tmp_path / "missing.jsonl")], "missing.jsonl"),
+                                (["--data", "world", "--sources", "world_1hop,nq"], "['nq'] are not in 'world'")]:
+        r = run("eval", "--model", str(tmp_path / "no-model"), *data_args)
+        assert r.returncode == 1, (r.stdout, r.stderr)
+        assert expected in r.stderr and "no-model" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    "The tiny model evaluated twice on one question per world type: BM25 top-1 into a folder, top-2 into one JSON file."
+    d = tmp_path_factory.mktemp("runs")
+    r1 = run("eval", *_tiny_eval_args(), "--out", str(d / "top1"))
+    assert r1.returncode == 0, r1.stderr[-3000:]
+    r2 = run("eval", *_tiny_eval_args(), "--topk", "2", "--out", str(d / "top2.json"))
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    return d, r1
+
+
+def test_eval_writes_one_line_per_trajectory_and_a_summary(two_runs):
+    d, r = two_runs
+    for row in ("| world_2hop |", "| macro |", "| hops=2 |", "| qtype=comparison |", f"saved: {d / 'top1'}"):
+        assert row in r.stdout, row
+    records = [json.loads(line) for line in (d / "top1" / "records.jsonl").read_text().splitlines()]
+    assert sorted(x["data_source"] for x in records) == ["world_1hop", "world_2hop", "world_comparison"]
+    assert {x["hops"] for x in records} == {1, 2} and all("search_errors" in x and "trajectory" in x for x in records)
+    summary = json.loads((d / "top1" / "summary.json").read_text())
+    assert "records" not in summary
+    setup = summary["setup"]
+    assert setup["search"]["retriever"] == "bm25" and setup["search"]["topk"] == 1 and setup["search"]["corpus"] == "world"
+    assert setup["search"]["passages"] > 1000 and len(setup["search"]["fingerprint"]) == 16
+    assert setup["budgets"] == {"max_turns": 2, "max_new_tokens_per_turn": 8, "max_total_tokens": 96, "max_obs_tokens": 64}
+    assert (setup["protocol"], setup["prompt_style"], setup["seed"], setup["decoding"]["temperature"]) == ("tag", "demo", 0, 0.0)
+    assert "tiny-llama" in setup["model"] and setup["data"] == {"data": "world", "split": "test", "sources": None, "n_per_source": 1,
+                                                       "answer_sep": None}
+    assert setup["source_mapping"] == {}
+    assert setup["questions"] == {x["data_source"]: [x["id"]] for x in records}
+    for key in ("em/macro", "f1/macro", "format/macro", "searches/macro", "no_search/macro", "search_error/world_1hop",
+                "search_timeout/macro", "em/hops=2", "em/qtype=comparison"):
+        assert key in summary["metrics"], key
+    single = json.loads((d / "top2.json").read_text())          # the one-file shape keeps working
+    assert single["setup"]["search"]["topk"] == 2 and len(single["records"]) == 3
+
+
+def test_compare_refuses_runs_that_searched_differently(two_runs):
+    d, _ = two_runs
+    r = run("compare", str(d / "top1"), str(d / "top2.json"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "search topk: 1 in top1, 2 in top2" in r.stderr and "--force" in r.stderr, r.stderr
+    r = run("compare", str(d / "top1"), str(d / "top2.json"), "--force", "--markdown", "--metrics", "em,searches")
+    assert r.returncode == 0, r.stderr
+    assert "warning: search topk: 1 in top1, 2 in top2" in r.stderr
+    assert "| group | em top1 | em top2 | em delta | searches top1 | searches top2 | searches delta |" in r.stdout
+    assert "| hops=2 |" in r.stdout and "| top2 |" in r.stdout
+
+
+def test_compare_refuses_different_questions_and_prints_matching_runs(two_runs, tmp_path, capsys):
+    from search_r1_course.cli import main
+    from search_r1_course.evaluation import EvalResult
+    d, _ = two_runs
+    res = EvalResult.load(d / "top1")
+    EvalResult(res.metrics, res.records[:2], res.config, res.model, res.seconds, res.setup).save(tmp_path / "fewer")
+    res.save(tmp_path / "again")
+    r = run("compare", str(d / "top1"), str(tmp_path / "fewer"))
+    assert r.returncode == 1 and "questions: 1 only in top1, 0 only in fewer, 2 shared" in r.stderr, r.stderr
+    capsys.readouterr()
+    assert main(["compare", str(d / "top1"), str(tmp_path / "again"), "--metrics", "em,no_search"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and any(l.split() == ["macro", "0.000", "0.000", "0.000", "1.000", "1.000", "0.000"]
+                             for l in out.splitlines()), out
+    assert main(["compare", str(d / "top1")]) == 1 and "expected at least two runs" in capsys.readouterr().err
+    assert main(["compare", str(d / "top1"), str(tmp_path / "nowhere")]) == 1 and "nowhere" in capsys.readouterr().err
+    assert main(["compare", str(d / "top1"), str(tmp_path / "again"), "--metrics", "accuracy"]) == 1
+    assert "expected some of" in capsys.readouterr().err
