@@ -48,7 +48,7 @@ class EvalConfig:
                                                                    "<|answer_split|>"})
     n_per_source: int = field(default=50, metadata={"help": "questions drawn from each data source (seeded)"})
     seed: int = 0
-    batch_size: int = 32                     # questions per rollout batch
+    batch_size: int = 32                     # questions in play at once (a new one enters as another finishes)
     temperature: float = 0.0                 # 0: greedy
     top_p: float = 1.0
     max_turns: int = 3
@@ -327,12 +327,13 @@ def evaluate_policy(policy, samples: Sequence[QASample] | None = None, config: E
     t0, records = time.perf_counter(), []
     try:
         with tqdm(total=len(samples), desc="evaluate", unit="q", disable=not config.show_progress) as bar:
-            for start in range(0, len(samples), config.batch_size):
-                batch = samples[start:start + config.batch_size]
-                trajs = engine.run(batch, group_size=1, seed=config.seed)
-                records += [grade(t, s, engine.tokenizer) for t, s in zip(trajs, batch)]
-                bar.update(len(batch))
-                bar.set_postfix(em=f"{sum(r['correct'] for r in records) / len(records):.3f}")
+            graded = {}   # a trajectory's grade, made as it finishes: questions stream through `batch_size` rows
+            def done(t):
+                graded[id(t)] = grade(t, t.sample, engine.tokenizer)
+                bar.update(1)
+                bar.set_postfix(em=f"{sum(r['correct'] for r in graded.values()) / len(graded):.3f}")
+            trajs = engine.run(samples, group_size=1, seed=config.seed, max_active=config.batch_size, on_done=done)
+            records = [graded[id(t)] for t in trajs]
     finally:
         if was_training: model.train()
     metrics = summarize(records)

@@ -13,13 +13,16 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
 import torch
-from transformers import DynamicCache, GenerationConfig, LogitsProcessor
+from transformers import AttentionInterface, DynamicCache, GenerationConfig, LogitsProcessor
 from transformers.cache_utils import DynamicLayer
 from transformers.generation.stopping_criteria import StopStringCriteria
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 # %% auto #0
-__all__ = ['SamplingParams', 'GenerationOutput', 'Generator', 'left_pad', 'common_prefix_len', 'middle_pad', 'find_stop',
-           'trim_completion', 'PrefixCache', 'TransformersGenerator', 'completion_logprobs', 'VLLMGenerator']
+__all__ = ['DECODE_QUERY_MAX', 'SamplingParams', 'GenerationOutput', 'Generator', 'left_pad', 'common_prefix_len', 'middle_pad',
+           'find_stop', 'trim_completion', 'PrefixCache', 'RowCache', 'decode_attention', 'use_decode_attention',
+           'TransformersGenerator', 'completion_logprobs', 'VLLMGenerator']
 
 # %% ../nbs/06_generate.ipynb #239d73d2
 @dataclass
@@ -239,6 +242,86 @@ def _new_cache(config, capacity: int, kv=None, batch: int = 1) -> DynamicCache |
     for i, (k, v) in enumerate(kv or []): cache.update(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1), i)
     return cache
 
+# %% ../nbs/06_generate.ipynb #2dc967d2
+class RowCache:
+    "Keys and values of every row of the last `generate` call, keyed by the row's tokens: a next turn prefills only what was appended."
+    def __init__(self):
+        self.entries: dict[tuple, list] = {}   # tokens -> [(keys, values) per layer], each (1, heads, len(tokens), dim)
+        self.fresh: dict[tuple, list] = {}     # what the running call stores; it replaces `entries` when the call ends
+        self.state = None
+        self.reused = self.computed = 0        # prompt tokens taken from the store / prefilled by the model
+
+    def clear(self): self.entries, self.fresh, self.state = {}, {}, None
+
+    def begin(self, model) -> None:
+        "Start a generate call: forget everything if the weights may have changed since the last one."
+        state = _weights_state(model)
+        if state != self.state: self.entries, self.state = {}, state
+        self.fresh = {}
+
+    def end(self) -> None: self.entries, self.fresh = self.fresh, {}
+
+    def lookup(self, tokens: Sequence[int], keep: int = 1) -> tuple[int, list | None]:
+        "`(n, kv)`: the longest stored row that `tokens` extends, cut to leave at least `keep` tokens out; `(0, None)` if none."
+        best, n = None, 0
+        for key, kv in self.entries.items():
+            k = len(key)
+            if n < k < len(tokens) and tokens[k - 1] == key[-1] and tuple(tokens[:k]) == key: best, n = kv, k
+        n = min(n, len(tokens) - keep)
+        return (n, best) if best is not None and n > 0 else (0, None)
+
+    def put(self, tokens: Sequence[int], kv: list) -> None: self.fresh[tuple(tokens)] = kv
+
+def _row_kv(cache, row: int, positions: torch.Tensor) -> list:
+    "One row's keys and values at `positions` (the cache slots its real tokens fill), copied out of a batch cache."
+    return [(layer.keys[row:row + 1, :, positions].clone(), layer.values[row:row + 1, :, positions].clone())
+            for layer in cache.layers]
+
+def _stack_rows(config, kvs: Sequence[list | None], lengths: Sequence[int], capacity: int) -> DynamicCache | None:
+    "A `_GrowingLayer` cache holding each row's first `lengths[i]` keys and values, right-aligned (padding on the left)."
+    cache = _new_cache(config, capacity)
+    if cache is None: return None
+    width = max(lengths)
+    ref = next(kv for kv in kvs if kv is not None)
+    for i, (k0, v0) in enumerate(ref):
+        k = k0.new_zeros(len(kvs), k0.shape[1], width, k0.shape[3])
+        v = v0.new_zeros(len(kvs), v0.shape[1], width, v0.shape[3])
+        for r, (kv, n) in enumerate(zip(kvs, lengths)):
+            if n: k[r, :, width - n:], v[r, :, width - n:] = kv[i][0][0, :, :n], kv[i][1][0, :, :n]
+        cache.update(k, v, i)
+    return cache
+
+# %% ../nbs/06_generate.ipynb #e0767366
+DECODE_QUERY_MAX = 8  # queries per row up to which `decode_attention` computes attention itself
+
+def decode_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None, **kwargs):
+    "transformers attention for a few new tokens over a long cache: grouped-query matmuls, no copies; sdpa otherwise."
+    b, h, q, d = query.shape
+    if (q > DECODE_QUERY_MAX or torch.is_grad_enabled() or dropout or kwargs.get("softcap") is not None
+            or (attention_mask is not None and attention_mask.shape[1] != 1)):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    hk, n = key.shape[1], key.shape[2]
+    g = h // hk   # query heads per key/value head: they share one matmul instead of a repeated copy of the cache
+    w = torch.matmul(query.reshape(b, hk, g * q, d), key.transpose(2, 3)).float().view(b, hk, g, q, n)
+    w = w * (scaling if scaling is not None else d ** -0.5)
+    if attention_mask is not None:
+        m = attention_mask[:, :, None, :, -n:]   # (b, 1, q, n) -> (b, 1, 1, q, n), shared by every head
+        w = w.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else w + m
+    elif q > 1:
+        w = w.masked_fill(~torch.ones(q, n, dtype=torch.bool, device=w.device).tril(n - q), float("-inf"))
+    w = torch.softmax(w, dim=-1).nan_to_num_(0.0)  # a query with nothing to attend to (padding) gets zeros
+    out = torch.matmul(w.to(value.dtype).view(b, hk, g * q, n), value)
+    return out.view(b, h, q, value.shape[-1]).transpose(1, 2).contiguous(), None
+
+AttentionInterface.register("sdpa_decode", decode_attention)
+AttentionMaskInterface.register("sdpa_decode", sdpa_mask)
+
+def use_decode_attention(model) -> bool:
+    "Switch a model (or the model inside a peft wrapper) from sdpa to `decode_attention`; True if it uses it now."
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if getattr(base.config, "_attn_implementation", None) == "sdpa": base.set_attn_implementation("sdpa_decode")
+    return getattr(base.config, "_attn_implementation", None) == "sdpa_decode"
+
 # %% ../nbs/06_generate.ipynb #4000d31d
 # Settings a model's own generation_config.json may carry that would change what is sampled; forced neutral.
 _NEUTRAL = {"repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
@@ -259,9 +342,11 @@ def _seeded(seed, model):
 class TransformersGenerator:
     "The `Generator` on a Hugging Face causal LM: batched `model.generate`, finished rows leaving every `decode_chunk` tokens."
     def __init__(self, model, tokenizer, max_batch_size: int | None = None, prefix_cache: bool = True,
-                 min_prefix: int = 32, decode_chunk: int | None = 8):
+                 min_prefix: int = 32, decode_chunk: int | None = 8, row_cache: bool = True, fast_attention: bool = True):
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
         self.prefix_cache, self.min_prefix = (PrefixCache() if prefix_cache else None), min_prefix
+        self.row_cache = RowCache() if row_cache else None
+        self.fast_attention = fast_attention
         if decode_chunk is not None and not (isinstance(decode_chunk, int) and decode_chunk >= 1):
             raise ValueError(f"decode_chunk must be an int >= 1 or None, got {decode_chunk!r}")
         self.decode_chunk, self._stops = decode_chunk, {}
@@ -285,24 +370,58 @@ class TransformersGenerator:
         if key not in self._stops: self._stops = {key: StopStringCriteria(self.tokenizer, list(key))}
         return [self._stops[key]]
 
+    def _known(self, prompts, own: int) -> list[tuple[int, list | None]]:
+        "For each prompt, how many leading tokens already have keys and values (its last turn, or the shared prefix), and them."
+        caching = not self.model.training
+        known = [self.row_cache.lookup(p, own) if caching and self.row_cache is not None else (0, None) for p in prompts]
+        fresh = [p for p, (n, _) in zip(prompts, known) if n == 0]
+        if caching and fresh and self.prefix_cache is not None:
+            n = min(common_prefix_len(fresh), min(len(p) for p in fresh) - own)
+            kv = self.prefix_cache.get(self.model, fresh[0][:n]) if n >= max(self.min_prefix, 1) else None
+            if kv is not None: known = [(n, kv) if k == 0 else (k, c) for k, c in known]
+        return known
+
     def _inputs(self, prompts, params, device) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
-        "Input ids, attention mask and a cache: holding the shared prefix (middle padding) where one is long enough."
+        "Input ids, attention mask and a cache holding what is known of each row, laid out `[pad][known][pad][rest]`."
         room = max(len(p) for p in prompts) + params.max_new_tokens
-        if self.prefix_cache is not None and not self.model.training:
-            own = max([1] + [len(s) for s in params.stop_strings])  # tokens each row keeps out of the shared prefix
-            n = min(common_prefix_len(prompts), min(len(p) for p in prompts) - own)
-            kv = self.prefix_cache.get(self.model, prompts[0][:n]) if n >= max(self.min_prefix, 1) else None
-            if kv is not None:
-                ids, mask = middle_pad(prompts, n, self.pad_id, device)
-                return ids, mask, _new_cache(self.model.config, ids.shape[1] + params.max_new_tokens, kv, len(prompts))
+        own = max([1] + [len(s) for s in params.stop_strings])  # tokens each row keeps out of the cache
+        known = self._known(prompts, own)
+        lengths = [n for n, _ in known]
+        if any(lengths):
+            width = max(lengths)
+            rest_ids, rest_mask = left_pad([p[n:] for p, n in zip(prompts, lengths)], self.pad_id)
+            head_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+            head_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+            for r, (p, n) in enumerate(zip(prompts, lengths)):
+                if n: head_ids[r, width - n:], head_mask[r, width - n:] = torch.as_tensor(list(p[:n])), 1
+            cache = _stack_rows(self.model.config, [kv for _, kv in known], lengths, width + rest_ids.shape[1] + params.max_new_tokens)
+            if cache is not None:
+                if self.row_cache is not None:
+                    self.row_cache.reused += sum(lengths)
+                    self.row_cache.computed += sum(len(p) for p in prompts) - sum(lengths)
+                return torch.cat([head_ids, rest_ids], 1).to(device), torch.cat([head_mask, rest_mask], 1).to(device), cache
         return *left_pad(prompts, self.pad_id, device), _new_cache(self.model.config, room)
+
+    def _store(self, cache, mask, rows, leaving, prompts, new_ids, ends) -> None:
+        "Keep the keys and values of the rows in `leaving` (indices into the running batch) for their next turn."
+        if self.row_cache is None or self.model.training or cache is None: return
+        if not all(isinstance(layer, _GrowingLayer) for layer in cache.layers): return
+        filled = cache.layers[0].keys.shape[-2]
+        for j in leaving:
+            r = rows[j]
+            tokens = list(prompts[r]) + new_ids[r][:max(ends[r][0] - 1, 0)]  # the last kept token has no keys yet
+            positions = mask[j, :filled].nonzero()[:, 0][:len(tokens)]
+            if len(positions) == len(tokens): self.row_cache.put(tokens, _row_kv(cache, j, positions))
+
+    def _end(self, r, new_ids, params):
+        return trim_completion(self.tokenizer, new_ids[r], params.stop_strings, self.eos_ids, params.max_new_tokens)
 
     @torch.no_grad()
     def _generate_batch(self, prompts, params, config) -> list[GenerationOutput]:
         device = next(self.model.parameters()).device
         ids, mask, cache = self._inputs(prompts, params, device)
         rows = list(range(len(prompts)))  # the prompt behind each row of the running batch
-        new_ids, new_lps = [[] for _ in prompts], [[] for _ in prompts]
+        new_ids, new_lps, ends = [[] for _ in prompts], [[] for _ in prompts], [None] * len(prompts)
         made = 0
         while True:
             config.max_new_tokens = params.max_new_tokens - made
@@ -317,31 +436,33 @@ class TransformersGenerator:
                 new_ids[r] += row
                 new_lps[r] += lp
             made += new.shape[1]
-            if made >= params.max_new_tokens or new.shape[1] < config.max_new_tokens: break  # all rows ended
-            going = [j for j, r in enumerate(rows) if trim_completion(self.tokenizer, new_ids[r], params.stop_strings,
-                                                                     self.eos_ids, params.max_new_tokens)[1] == "length"]
-            if not going: break
             ids, cache = out.sequences, out.cache
             mask = torch.cat([mask, mask.new_ones(len(rows), new.shape[1])], 1)
+            for r in rows: ends[r] = self._end(r, new_ids, params)
+            going = [j for j, r in enumerate(rows) if ends[r][1] == "length"]
+            if made >= params.max_new_tokens or new.shape[1] < config.max_new_tokens or not going: break  # all rows ended
             if len(going) < len(rows):  # the rows that ended leave the batch
+                self._store(cache, mask, rows, [j for j in range(len(rows)) if j not in going], prompts, new_ids, ends)
                 keep = torch.tensor(going, device=device)
                 ids, mask, rows = ids[keep], mask[keep], [rows[j] for j in going]
                 cache.batch_select_indices(keep)
-        results = []
-        for row, lp in zip(new_ids, new_lps):
-            n, reason, stop = trim_completion(self.tokenizer, row, params.stop_strings, self.eos_ids, params.max_new_tokens)
-            results.append(GenerationOutput(row[:n], lp[:n], reason, self.tokenizer.decode(row[:n], skip_special_tokens=True), stop))
-        return results
+        self._store(cache, mask, rows, range(len(rows)), prompts, new_ids, ends)
+        return [GenerationOutput(row[:n], lp[:n], reason, self.tokenizer.decode(row[:n], skip_special_tokens=True), stop)
+                for row, lp, (n, reason, stop) in zip(new_ids, new_lps, ends)]
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GenerationOutput]:
         "One completion per prompt, in the prompts' order."
         if not prompts: return []
         config = self._config(params)
+        if self.fast_attention: use_decode_attention(self.model)
         size = self.max_batch_size or len(prompts)
+        keeping = self.row_cache is not None and not self.model.training
+        if keeping: self.row_cache.begin(self.model)
         results = []
         with _seeded(params.seed, self.model):
             for start in range(0, len(prompts), size):
                 results += self._generate_batch(prompts[start:start+size], params, config)
+        if keeping: self.row_cache.end()
         return results
 
 # %% ../nbs/06_generate.ipynb #4e2b99bd

@@ -8,6 +8,7 @@ Docs: https://search-r1-course.github.io/search_r1_course/rollout.html.md"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Callable, Sequence
 
 from fastcore.basics import patch
@@ -222,20 +223,28 @@ def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int 
 
 # %% ../nbs/07_rollout.ipynb #6c195358
 @patch
-def run(self: RolloutEngine, questions: Sequence, group_size: int = 1, seed: int | None = None) -> list[Trajectory]:
-    "`group_size` trajectories for each question (strings or samples), advanced together turn by turn."
+def run(self: RolloutEngine, questions: Sequence, group_size: int = 1, seed: int | None = None,
+        max_active: int | None = None, on_done: Callable[[Trajectory], Any] | None = None) -> list[Trajectory]:
+    "`group_size` trajectories per question (strings or samples), advanced turn by turn, at most `max_active` at a time."
     cfg = self.config
     seed = cfg.seed if seed is None else seed
+    if max_active is not None and (not isinstance(max_active, int) or isinstance(max_active, bool) or max_active < 1):
+        raise ValueError(f"max_active: expected a positive int or None, got {max_active!r}")
     trajs = self.start(questions, group_size)
-    with tqdm(total=cfg.max_turns, desc=f"rollout ({len(trajs)} trajectories)", unit="turn",
-              disable=not cfg.show_progress, leave=False) as bar:
-        for turn in range(cfg.max_turns):
-            n = self.step(trajs, turn, seed)
-            bar.update(1)
-            bar.set_postfix(active=n, done=sum(t.done for t in trajs))
-            if all(t.done for t in trajs): break
-    for t in trajs:
-        t.text = self.tokenizer.decode(t.completion_ids)
+    waiting, live, calls = iter(trajs), [], 0
+    with tqdm(total=len(trajs), desc="rollout", unit="trajectory", disable=not cfg.show_progress, leave=False) as bar:
+        while True:
+            live += list(islice(waiting, (max_active or len(trajs)) - len(live)))
+            if not live: break
+            self.step(live, calls, seed)
+            calls += 1
+            finished = [t for t in live if t.done]
+            for t in finished:
+                t.text = self.tokenizer.decode(t.completion_ids)
+                if on_done is not None: on_done(t)
+            live = [t for t in live if not t.done]
+            bar.update(len(finished))
+            bar.set_postfix(active=len(live))
     return trajs
 
 # %% ../nbs/07_rollout.ipynb #d173816b

@@ -272,7 +272,10 @@ class SearchR1GRPOTrainer(GRPOTrainer):
         if mode == "train" and "loss" in logs:
             now, step = time.perf_counter(), self.state.global_step
             last_t, last_step = getattr(self, "_last_log", (getattr(self, "_train_t0", now), self._resumed_step))
-            if step > last_step: logs["time/step_s"] = (now - last_t) / (step - last_step)
+            if step > last_step:
+                logs["time/step_s"] = (now - last_t) / (step - last_step)
+                rollout = metrics.get("time/rollout_s")   # the rollout calls since the last log
+                if rollout: logs["time/update_s"] = logs["time/step_s"] - sum(rollout) / (step - last_step)
             self._last_log = (now, step)
             logs["memory/peak_rss_gb"] = peak_rss_gb()
         super().log(logs, start_time)
