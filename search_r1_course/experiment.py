@@ -33,6 +33,7 @@ class ExperimentConfig:
     threads: int | None = None
     # evaluation: n held-out questions per type, greedy
     eval_n_per_source: int = 200
+    eval_split: str = "test"                 # 'dev' while choosing a recipe; 'test' once, for the final run
     eval_batch_size: int = 32
     base_prompt_style: str = "demo"          # the untrained policy gets the course's best prompt
     prompt_style: str = "short"              # the warm-started policies do not need demonstrations
@@ -40,6 +41,7 @@ class ExperimentConfig:
     warm_start: bool = True
     warm_sources: str = "world_1hop"
     warm_samples: int = 80                   # enough to teach the moves, too few to teach reading the answer
+    warm_refine: bool = False                # the oracle restates the bridge entity / the compared values (<think>)
     warm_learning_rate: float = 2e-4
     # GRPO
     grpo_sources: str = "world_1hop,world_comparison"   # comparisons to learn, 1-hop lookups so as not to forget them
@@ -55,6 +57,9 @@ class ExperimentConfig:
     def __post_init__(self):
         if not isinstance(self.eval_n_per_source, int) or self.eval_n_per_source < 1:
             raise ValueError(f"ExperimentConfig.eval_n_per_source: expected a positive int, got {self.eval_n_per_source!r}")
+        if self.eval_split not in ("dev", "test"):
+            raise ValueError(f"ExperimentConfig.eval_split: expected 'dev' (to choose recipes) or 'test' (once, at the end), "
+                             f"got {self.eval_split!r}")
         if self.grpo_steps is not None and (not isinstance(self.grpo_steps, int) or self.grpo_steps < 0):
             raise ValueError(f"ExperimentConfig.grpo_steps: expected an int >= 0 (0: no GRPO) or None, got {self.grpo_steps!r}")
         try: overrides = json.loads(self.train_overrides)
@@ -93,7 +98,7 @@ def warm_config(config: ExperimentConfig) -> WarmStartConfig:
     "The warm-start stage, with the GRPO run's policy, retriever and budgets."
     g = grpo_config(config, None)
     return WarmStartConfig(model=g.model, dtype=g.dtype, threads=g.threads, sources=config.warm_sources,
-                           n_samples=config.warm_samples, prompt_style=config.prompt_style, retriever=g.retriever,
+                           n_samples=config.warm_samples, refine=config.warm_refine, prompt_style=config.prompt_style, retriever=g.retriever,
                            topk=g.topk, max_turns=g.max_turns, max_new_tokens_per_turn=g.max_new_tokens_per_turn,
                            max_total_tokens=g.max_total_tokens, max_obs_tokens=g.max_obs_tokens,
                            learning_rate=config.warm_learning_rate, lora_r=g.lora_r, lora_alpha=g.lora_alpha,
@@ -140,7 +145,7 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
     timings_path = out/"timings.json"
     if timings_path.is_file(): timings = json.loads(timings_path.read_text())
     def save_timings(): timings_path.write_text(json.dumps(timings, indent=1))
-    samples = sample_per_source(load_named("world", "test"), config.eval_n_per_source, seed=config.seed)
+    samples = sample_per_source(load_named("world", config.eval_split), config.eval_n_per_source, seed=config.seed)
     g = grpo_config(config, None)
     ran = not all((out/f).is_file() for f in ("eval_base.json", "eval_grpo.json"))   # some stage runs in this process
     results = {"base": _evaluate(g.model, samples, eval_config(config, config.base_prompt_style), out/"eval_base.json")}
@@ -172,13 +177,17 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
 
 # %% ../nbs/13_experiment.ipynb #2be06b51
 def results_table(results: dict[str, EvalResult]):
-    "One row per policy: EM per question type, macro EM, format rate and searches per question."
+    "One row per policy: EM per question type, macro EM, format rate, searches per question (all, and per type)."
     import pandas as pd
     rows = {}
     for name, r in results.items():
         row = {f"EM {s.removeprefix('world_')}": r.metrics[f"em/{s}"] for s in r.sources}
         row.update({"EM macro": r.metrics["em/macro"], "format": r.metrics["format/rate"],
-                    "searches": r.metrics["search/avg_calls"], "n": len(r.records)})
+                    "searches": r.metrics["search/avg_calls"]})
+        for s in r.sources:
+            calls = [x["searches"] for x in r.records if x["data_source"] == s]
+            row[f"searches {s.removeprefix('world_')}"] = sum(calls) / len(calls)
+        row["n"] = len(r.records)
         rows[name] = row
     df = pd.DataFrame(rows).T
     df["n"] = df["n"].astype(int)
@@ -207,7 +216,7 @@ def write_report(result: ExperimentResult) -> Path:
     "Write `<run>/report.md` (and `curves.png` when GRPO ran) and return its path."
     cfg, out, t = result.config, result.config.out, result.timings
     lines = [f"# Search-R1 course: main job `{cfg.name}`", "",
-             f"Held-out world test questions, {cfg.eval_n_per_source} per type, greedy; every policy with the same "
+             f"Held-out world {cfg.eval_split} questions, {cfg.eval_n_per_source} per type, greedy; every policy with the same "
              "retriever and budgets. Base uses the demonstration prompt; the warm-started policies the short prompt.", "",
              markdown_table(results_table(result.results)), ""]
     names = list(result.results)

@@ -13,30 +13,46 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
 from .data import Passage, QASample, comma_list, load_named, load_world_corpus
 from .generate import GenerationOutput
 from .policy import load_policy
-from .protocol import ANSWER, SEARCH
+from .protocol import ANSWER, SEARCH, THINK
 from .reward import normalize_answer
 from .rollout import RolloutEngine, Trajectory, _encode, make_protocol, render_trajectory, rollout_config, search_config
 from .search import make_search_tool
+from .world import build_world
 
 # %% auto #0
-__all__ = ['oracle_turns', 'OracleGenerator', 'oracle_trajectories', 'sft_rows', 'WarmStartConfig', 'WarmStartResult',
-           'warm_start']
+__all__ = ['BRIDGE_SENTENCES', 'oracle_turns', 'OracleGenerator', 'oracle_trajectories', 'sft_rows', 'WarmStartConfig',
+           'WarmStartResult', 'warm_start']
 
 # %% ../nbs/10_warmstart.ipynb #6fd0dc38
-def oracle_turns(sample: QASample, corpus: dict[str, Passage]) -> list[str]:
+# What the oracle restates from a 2-hop question's first passage before it searches the entity that passage names
+BRIDGE_SENTENCES = {"founded_by": "{s} was founded by {b}.", "director": "{s} is headed by {b}.",
+                    "headquartered_in": "{s} is based in {b}.", "author": "{s} is by {b}.", "spouse": "{s} is married to {b}.",
+                    "capital": "The capital of {s} is {b}.", "located_in": "{s} is in {b}.", "source": "{s} rises on {b}."}
+
+def _think(text: str, turn: str) -> str: return f"<{THINK}> {text} </{THINK}>\n{turn}"
+
+def oracle_turns(sample: QASample, corpus: dict[str, Passage], facts: Callable[[str], dict] | None = None) -> list[str]:
     "The turns an ideal policy writes for a world question: search every supporting passage's title, then answer."
     ids = (sample.meta or {}).get("supporting_ids")
     if not ids: raise ValueError(f"question {sample.id!r}: expected meta['supporting_ids'] (a world question), got {sample.meta!r}")
     missing = [i for i in ids if i not in corpus]
     if missing: raise KeyError(f"question {sample.id!r}: supporting passages {missing} are not in the corpus")
-    return [f"<{SEARCH}> {corpus[i].title} </{SEARCH}>" for i in ids] + [f"<{ANSWER}> {sample.golden_answers[0]} </{ANSWER}>"]
+    turns = [f"<{SEARCH}> {corpus[i].title} </{SEARCH}>" for i in ids] + [f"<{ANSWER}> {sample.golden_answers[0]} </{ANSWER}>"]
+    if facts is None: return turns
+    qtype, relation = sample.meta.get("qtype"), sample.meta.get("relation", "")
+    if qtype == "2hop":   # say what the first passage said that the next search needs
+        s, b = corpus[ids[0]].title, corpus[ids[1]].title
+        turns[1] = _think(BRIDGE_SENTENCES[relation.split(">")[0]].format(s=s, b=b), turns[1])
+    elif qtype == "comparison":   # put the two values side by side before choosing
+        turns[-1] = _think(" ".join(f"{corpus[i].title}: {facts(i)[relation]}." for i in ids), turns[-1])
+    return turns
 
 # %% ../nbs/10_warmstart.ipynb #f9b11d90
 class OracleGenerator:
@@ -68,9 +84,9 @@ def _found(traj: Trajectory, tokenizer, answer: str) -> bool:
     return normalize_answer(answer) in normalize_answer(inserted)
 
 def oracle_trajectories(samples: Sequence[QASample], engine: RolloutEngine, corpus: dict[str, Passage],
-                        ) -> tuple[list[Trajectory], dict[str, int]]:
+                        facts: Callable[[str], dict] | None = None) -> tuple[list[Trajectory], dict[str, int]]:
     "Play the oracle on `samples` through `engine`'s protocol, tool and budgets; keep the answered, grounded ones."
-    scripts = {s.question: oracle_turns(s, corpus) for s in samples}
+    scripts = {s.question: oracle_turns(s, corpus, facts) for s in samples}
     oracle = RolloutEngine(OracleGenerator(engine.tokenizer, engine.protocol, scripts), engine.protocol, engine.tool,
                            engine.tokenizer, dataclasses.replace(engine.config, show_progress=False))
     trajs = oracle.run(list(samples), group_size=1, seed=0)
@@ -95,6 +111,7 @@ class WarmStartConfig:
     threads: int | None = None
     data: str = "world"
     sources: str | None = "world_1hop"       # which questions the oracle demonstrates
+    refine: bool = False                     # the oracle restates the bridge entity / the compared values in a <think>
     n_samples: int = 160                     # questions played (the kept ones are trained on)
     prompt_style: str = "short"
     retriever: str = "bm25"
@@ -146,7 +163,12 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None) -> WarmStart
     engine = RolloutEngine(None, make_protocol(config, tokenizer), make_search_tool(search_config(config)), tokenizer,
                            rollout_config(config))
     corpus = {p.id: p for p in load_world_corpus()} if config.data == "world" else {}
-    kept, counts = oracle_trajectories(_sample(config), engine, corpus)
+    facts = None
+    if config.refine:
+        if config.data != "world": raise ValueError(f"WarmStartConfig.refine needs the world's facts; data is {config.data!r}")
+        world = build_world()
+        facts = lambda i: world.entity(i).facts
+    kept, counts = oracle_trajectories(_sample(config), engine, corpus, facts)
     if not kept: raise ValueError(f"warm start: none of {counts['played']} oracle trajectories found its answer "
                                   "(are max_new_tokens_per_turn and max_obs_tokens large enough for a whole turn and passage?)")
     out = Path(config.output_dir)

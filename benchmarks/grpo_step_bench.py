@@ -1,0 +1,69 @@
+"""GRPO step time at the main job's settings, split into rollout and update, with the generator's caches and without
+them, in one run.
+
+    python benchmarks/grpo_step_bench.py [--threads 2] [--steps 6] [--model DIR] [--skip-baseline]
+
+Settings: the `cpu` preset (2 questions x 8 trajectories per step, LoRA r16 on all projections, bfloat16, micro-batches
+of 4, 3 turns of at most 40 tokens, BM25 top-1, the `short` prompt) on the world's 1-hop and comparison questions,
+as the main job's GRPO stage. --model should be a warm-started policy (a folder written by the main job's warm start,
+e.g. runs/cpu/warm_start/model); the default, the untrained packaged model, writes other (often longer) turns.
+Per variant: --steps optimizer steps after one warm-up step (not counted); the medians of the training log's
+`time/step_s`, `time/rollout_s` and `time/update_s` (everything but the rollout: rewards, the loss's forward and
+backward passes, the optimizer). "baseline" is the same trainer with the rollout generator's row cache and decode
+attention switched off. The course's target is a median step of at most 10 s. Run nothing else CPU-heavy meanwhile.
+"""
+import argparse
+import os
+
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--steps", type=int, default=6)
+ap.add_argument("--model", default=None)
+ap.add_argument("--skip-baseline", action="store_true")
+args = ap.parse_args()
+for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ[var] = str(args.threads)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+
+from search_r1_course.trainer import build_trainer, get_preset, peak_rss_gb, read_metrics  # noqa: E402
+
+TARGET_S = 10.0
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def measure(name: str, cached: bool, out: str) -> dict:
+    config = get_preset("cpu", model=args.model, threads=args.threads, max_steps=args.steps + 1, output_dir=out,
+                        data_sources="world_1hop,world_comparison", learning_rate=2e-4, save_steps=10_000, log_rollouts=False)
+    trainer = build_trainer(config)
+    if not cached:
+        generator = trainer.rollout_recorder.engine.generator
+        generator.row_cache, generator.fast_attention = None, False
+    start = load()
+    trainer.train()
+    rows = [r for r in read_metrics(os.path.join(out, "metrics.jsonl")) if "time/step_s" in r][1:]  # drop the warm-up step
+    med = {k: statistics.median(r[k] for r in rows if k in r) for k in ("time/step_s", "time/rollout_s", "time/update_s")}
+    print(f"{name:>9}: step {med['time/step_s']:5.1f} s = rollout {med['time/rollout_s']:5.1f} s + update "
+          f"{med['time/update_s']:5.1f} s (medians of {len(rows)} steps; {med['time/step_s'] / TARGET_S:.2f}x the 10 s target; "
+          f"load average {start} -> {load()}; peak RSS so far {peak_rss_gb():.2f} GiB)", flush=True)
+    return med
+
+
+def main():
+    print(f"model {args.model or 'packaged SmolLM2-135M-Instruct'}, {args.threads} threads, {args.steps} measured steps")
+    with tempfile.TemporaryDirectory() as d:
+        new = measure("cached", True, os.path.join(d, "cached"))
+        if not args.skip_baseline:
+            old = measure("baseline", False, os.path.join(d, "baseline"))
+            print(f"rollout: {old['time/rollout_s'] / new['time/rollout_s']:.2f}x faster with the caches; "
+                  f"step: {old['time/step_s'] / new['time/step_s']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
