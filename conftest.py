@@ -7,8 +7,9 @@
 * ``nbdev-clean`` sets every ``execution_count`` to null but keeps outputs. Such cells
   are treated as run, so their stored outputs are compared instead of being rejected as
   "Unrun reference cell has outputs".
-* stderr (warnings, progress bars) is never compared: it depends on library versions
-  and terminal width, not on what the notebook computes.
+* stderr (warnings, progress bars) and widget outputs (notebook progress bars such as transformers'
+  "Loading weights") are never compared: they depend on library versions and terminal width, not on
+  what the notebook computes, and they are not stored (the notebooks keep neither).
 """
 import os
 from pathlib import Path
@@ -31,8 +32,13 @@ def _nbdev_runs(path: Path, forced):
     return {c.idx_ for c in nb_test_cells(path, skip_flags=flags, force_flags=forced)}
 
 
-def _strip_stderr(outputs):
-    return [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def _compared(outputs):
+    "The outputs nbval compares: neither stderr nor widgets (progress bars, whose stored text is a frozen first frame)."
+    return [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
+            and WIDGET not in o.get("data", {})]
 
 
 def _patch_nbval():
@@ -40,7 +46,7 @@ def _patch_nbval():
     if getattr(IPyNbCell, "_course_patched", False): return
     orig = IPyNbCell.compare_outputs
     def compare_outputs(self, test, ref, skip_compare=None):
-        return orig(self, _strip_stderr(test), _strip_stderr(ref), skip_compare)
+        return orig(self, _compared(test), _compared(ref), skip_compare)
     IPyNbCell.compare_outputs = compare_outputs
     IPyNbCell._course_patched = True
 

@@ -22,8 +22,9 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from . import __version__
-from .search import (RetrieveLimits, RetrieveRequest, RetrieveResponse, Retriever, SearchConfig,
-                                     make_retriever, request_model, retrieve_response)
+from .remote import RetrieveLimits, RetrieveRequest, RetrieveResponse, request_model, retrieve_response
+from .retrievers import Retriever
+from .search import SearchConfig, make_retriever
 
 # %% auto #0
 __all__ = ['REQUEST_EXAMPLE', 'log', 'RequestError', 'parse_retrieve_request', 'build_app', 'serve', 'BackgroundServer']

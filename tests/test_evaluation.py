@@ -13,7 +13,8 @@ from search_r1_course.evaluation import (EvalConfig, EvalResult, differences, ev
                                          setup_of, side_by_side)
 from search_r1_course.policy import packaged_tokenizer  # noqa: E402
 from search_r1_course.rollout import RolloutEngine, make_protocol, rollout_config, search_config  # noqa: E402
-from search_r1_course.search import Retriever, SearchTool, make_search_tool  # noqa: E402
+from search_r1_course.retrievers import Retriever  # noqa: E402
+from search_r1_course.search import SearchTool, make_search_tool  # noqa: E402
 from search_r1_course.warmstart import OracleGenerator, oracle_turns  # noqa: E402
 
 CFG = EvalConfig(n_per_source=2, max_total_tokens=320, show_progress=False)

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from search_r1_course.data import CorpusFormatError, Passage, write_corpus
-from search_r1_course.search import (EMPTY_QUERY, NO_RESULTS, NOT_TEXT_QUERY, TIMEOUT, TRUNCATION_MARK, BM25Retriever,
-                                     E5Encoder, Hit, RetrieveLimits, RetrieveRequest, Retriever, SearchConfig, SearchError,
-                                     SearchResponseError, SearchTool, SearchUnavailable, SentenceEncoder,
-                                     WikipediaRetriever, faiss_to_gpu, build_faiss_index, format_observation,
-                                     make_retriever, make_search_tool, minilm_path, parse_retrieve_response,
-                                     request_model, retrieve_request, retrieve_response)
+from search_r1_course.remote import (RetrieveLimits, RetrieveRequest, SearchResponseError, WikipediaRetriever,
+                                     parse_retrieve_response, request_model, retrieve_request, retrieve_response)
+from search_r1_course.retrievers import (BM25Retriever, E5Encoder, Hit, Retriever, SearchError, SearchUnavailable,
+                                         SentenceEncoder, build_faiss_index, faiss_to_gpu, minilm_path)
+from search_r1_course.search import (EMPTY_QUERY, NO_RESULTS, NOT_TEXT_QUERY, TIMEOUT, TRUNCATION_MARK, SearchConfig,
+                                     SearchTool, format_observation, make_retriever, make_search_tool)
 
 PASSAGES = [Passage(f"p{i}", title, text) for i, (title, text) in enumerate([
     ("Varoda Pell", "Varoda Pell is a painter born in Ostrigo."),

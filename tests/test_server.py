@@ -12,9 +12,9 @@ import pytest
 from fastapi import FastAPI
 
 from search_r1_course.data import Passage, write_corpus
-from search_r1_course.search import (TIMEOUT, BM25Retriever, HttpRetriever, RetrieveLimits, Retriever,
-                                     SearchRequestRejected, SearchResponseError, SearchTimeout, SearchTool,
-                                     SearchUnavailable)
+from search_r1_course.remote import HttpRetriever, RetrieveLimits, SearchRequestRejected, SearchResponseError
+from search_r1_course.retrievers import BM25Retriever, Retriever, SearchTimeout, SearchUnavailable
+from search_r1_course.search import TIMEOUT, SearchTool
 from search_r1_course.server import BackgroundServer, build_app
 
 PASSAGES = [Passage(f"p{i}", title, text) for i, (title, text) in enumerate([
