@@ -212,10 +212,11 @@ def test_retry_with_exponential_backoff_then_success(bm25):
     backend = FailFirst(bm25, 2)
     with BackgroundServer(build_app(backend)) as s:
         client = HttpRetriever(s.url + "/retrieve", max_retries=3, backoff_s=0.1)
+        waits = []
+        client.sleep = waits.append  # record the waits between attempts instead of sleeping
         assert client.retrieve(QUERIES, 2) == bm25.retrieve(QUERIES, 2)
-        assert client.stats == {"requests": 3, "retries": 2, "failures": 0}
-        gaps = [b - a for a, b in zip(backend.times, backend.times[1:])]
-        assert gaps[0] >= 0.1 and gaps[1] >= 0.2  # backoff doubles: 0.1 s, then 0.2 s
+        assert client.stats == {"requests": 3, "retries": 2, "failures": 0} and len(backend.times) == 3
+        assert waits == [0.1, 0.2]  # backoff doubles: 0.1 s, then 0.2 s
         client.close()
 
 
@@ -242,48 +243,67 @@ def test_unreachable_server():
 
 
 class Slow(Retriever):
-    "Answers after `delay` seconds; tracks how many calls are in flight at once."
-    def __init__(self, inner, delay):
-        self.inner, self.delay, self.lock = inner, delay, threading.Lock()
-        self.in_flight = self.max_in_flight = self.calls = 0
+    """Answers when `gate` opens (or after `delay` seconds without a gate); tracks how many calls are in flight at once.
+    With `wait_for_overlap`, a call is also held until a second one is in flight (once per round, at most 10 s), so that
+    a concurrent client shows its concurrency however loaded the machine is."""
+    def __init__(self, inner, delay=0.0, gate=None, wait_for_overlap=False):
+        self.inner, self.delay, self.gate, self.wait_for_overlap = inner, delay, gate, wait_for_overlap
+        self.cond = threading.Condition()
+        self.in_flight = self.max_in_flight = self.calls = self.answered = 0
         self.batch_sizes = []
 
     def _retrieve(self, queries, topk):
-        with self.lock:
+        with self.cond:
             self.in_flight += 1
             self.calls += 1
             self.batch_sizes.append(len(queries))
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.cond.notify_all()
+            if self.wait_for_overlap:
+                self.cond.wait_for(lambda: self.max_in_flight >= 2, timeout=10)
         try:
-            time.sleep(self.delay)
+            if self.gate is not None: self.gate.wait(30)
+            else: time.sleep(self.delay)
             return self.inner.retrieve(queries, topk)
         finally:
-            with self.lock:
+            with self.cond:
                 self.in_flight -= 1
+                self.answered += 1
 
 
 def test_client_timeout_turns_into_an_observation(bm25):
-    with BackgroundServer(build_app(Slow(bm25, 1.0))) as s:
-        client = HttpRetriever(s.url + "/retrieve", timeout_s=0.2, max_retries=1, backoff_s=0.01)
-        with pytest.raises(SearchTimeout):
-            client.retrieve(["Velmar"], 1)
-        assert client.stats["requests"] == 2  # a timeout is retried, within the bound
-        tool = SearchTool(client, timeout_s=None)
-        assert tool.search_batch(["Velmar", "Ostrigo"]) == [TIMEOUT, TIMEOUT]
-        m = tool.metrics()
-        assert (m["search/timeout_rate"], m["search/timeouts"]) == (1.0, 2)
+    gate = threading.Event()  # the server answers nothing until the test is done
+    backend = Slow(bm25, gate=gate)
+    with BackgroundServer(build_app(backend)) as s:
+        try:
+            client = HttpRetriever(s.url + "/retrieve", timeout_s=0.2, max_retries=1, backoff_s=0.01)
+            with pytest.raises(SearchTimeout):
+                client.retrieve(["Velmar"], 1)
+            assert client.stats["requests"] == 2  # a timeout is retried, within the bound
+            tool = SearchTool(client, timeout_s=None)
+            assert tool.search_batch(["Velmar", "Ostrigo"]) == [TIMEOUT, TIMEOUT]
+            m = tool.metrics()
+            assert (m["search/timeout_rate"], m["search/timeouts"]) == (1.0, 2)
+            assert backend.answered == 0  # every timeout fired while the server was still working
+        finally:
+            gate.set()
 
 
 def test_tool_deadline_beats_a_slow_server(bm25):
-    with BackgroundServer(build_app(Slow(bm25, 1.0))) as s:
-        tool = SearchTool(HttpRetriever(s.url + "/retrieve", timeout_s=30), timeout_s=0.3)
-        t0 = time.monotonic()
-        assert tool.search("Velmar") == TIMEOUT
-        assert time.monotonic() - t0 < 0.9
+    gate = threading.Event()
+    backend = Slow(bm25, gate=gate)
+    with BackgroundServer(build_app(backend)) as s:
+        try:
+            client = HttpRetriever(s.url + "/retrieve", timeout_s=30)
+            tool = SearchTool(client, timeout_s=0.3)
+            assert tool.search("Velmar") == TIMEOUT
+            assert backend.answered == 0 and client.stats["retries"] == 0  # the tool's deadline fired, not the client's
+        finally:
+            gate.set()
 
 
 def test_concurrency_limit_and_batching(bm25):
-    backend = Slow(bm25, 0.05)
+    backend = Slow(bm25, 0.05, wait_for_overlap=True)
     with BackgroundServer(build_app(backend)) as s:
         client = HttpRetriever(s.url + "/retrieve", max_in_flight=3, batch_size=2)
         queries = [f"{q} {i}" for i in range(4) for q in QUERIES]  # 12 queries -> 6 requests of 2
