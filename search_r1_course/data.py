@@ -1,4 +1,4 @@
-"""The two file formats Search-R1 speaks (a JSON-lines passage corpus and question/answer rows), their readers and writers, the loaders for every shape of QA file found in the wild, and a resumable, seeded iterator over questions.
+"""The two file formats Search-R1 speaks (a JSON-lines passage corpus and question/answer rows), their readers and writers, the loaders for every shape of QA file found in the wild, and seeded samples per source for evaluation.
 
 Docs: https://search-r1-course.github.io/search_r1_course/data.html.md"""
 
@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import warnings
 import zlib
-from collections import Counter, defaultdict
+from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,10 +30,9 @@ __all__ = ['ANSWER_SPLIT', 'SPLITS', 'EVAL_SOURCES', 'SOURCE_ALIASES', 'SEARCH_R
            'CorpusFormatError', 'QAFormatError', 'Passage', 'corpus_line', 'write_corpus', 'iter_corpus', 'read_corpus',
            'QASample', 'normalize_answers', 'default_data_source', 'canonical_source', 'source_mapping',
            'split_answers', 'answers_from_reward_model', 'question_from_prompt', 'qa_from_records', 'load_jsonl',
-           'load_parquet', 'load_search_r1', 'load_verl_parquet', 'load_qa', 'write_qa_parquet', 'world_question_row',
-           'export_world', 'world_dir', 'load_world_corpus', 'load_world', 'row_split', 'file_split', 'select_split',
-           'comma_list', 'source_weights', 'pick_per_source', 'weight_sources', 'load_named', 'QADataset',
-           'sample_per_source', 'benchmark_suite']
+           'load_parquet', 'load_search_r1', 'load_qa', 'write_qa_parquet', 'world_question_row', 'export_world',
+           'world_dir', 'load_world_corpus', 'load_world', 'row_split', 'file_split', 'select_split', 'comma_list',
+           'source_weights', 'pick_per_source', 'weight_sources', 'load_named', 'sample_per_source', 'benchmark_suite']
 
 # %% ../nbs/01_data.ipynb #84588af8
 class DataFormatError(ValueError):
@@ -392,13 +391,6 @@ def load_search_r1(split: str = "train", data_path: str | os.PathLike | None = N
         if path.is_dir(): path = path/f"{split}.parquet"
     return load_parquet(path, answer_sep=answer_sep)
 
-# %% ../nbs/01_data.ipynb #e6bc28b2
-def load_verl_parquet(path: str | os.PathLike, answer_sep: str | None = None, question_marker: str | None = None,
-                      data_source: str | None = None) -> list[QASample]:
-    "QA samples from a verl parquet file, answers taken from `reward_model.ground_truth` (a string split as `split_answers` says)."
-    return load_parquet(path, data_source=data_source, answer_sep=answer_sep, question_marker=question_marker,
-                        answers="reward_model")
-
 # %% ../nbs/01_data.ipynb #ec35a3b1
 def load_qa(path: str | os.PathLike, **kwargs) -> list[QASample]:
     "QA samples from a `.jsonl`/`.json` (JSON lines, `.gz` too) or `.parquet` file; the columns decide the parquet reader."
@@ -460,9 +452,10 @@ def _cache_dir() -> Path:
 def _has_world(d: Path) -> bool: return all((d/f).is_file() for f in _WORLD_REQUIRED)
 
 def _world_cache_key() -> str:
-    "A hash of the generator's source and of the splits exported, so neither a changed generator nor an older export is read."
-    from search_r1_course import world as world_module
-    return hashlib.sha1(Path(world_module.__file__).read_bytes() + ",".join(SPLITS).encode()).hexdigest()[:12]
+    "A hash of the generator's source, its text tables and the splits exported, so neither a changed world nor an older export is read."
+    from search_r1_course import world, world_text
+    source = b"".join(Path(m.__file__).read_bytes() for m in (world_text, world))
+    return hashlib.sha1(source + ",".join(SPLITS).encode()).hexdigest()[:12]
 
 def world_dir() -> Path:
     "Directory holding the default world's files: the repository's `data/world`, else a generated copy in the user cache."
@@ -591,72 +584,6 @@ def load_named(data: str | os.PathLike, split: str, sources: str | Sequence[str]
         samples = weight_sources([s for s in samples if s.data_source in wanted], wanted)
     if not samples: raise ValueError(f"no {split} questions in {str(data)!r}")
     return samples
-
-# %% ../nbs/01_data.ipynb #b85a592f
-class QADataset:
-    "QA samples in a seeded order that is reshuffled every epoch, with a resumable position (`state_dict`)."
-    def __init__(self, samples: Iterable[QASample], seed: int = 0, shuffle: bool = True):
-        self.samples = list(samples)
-        if not self.samples: raise ValueError("QADataset needs at least one sample")
-        self.seed, self.shuffle = int(seed), bool(shuffle)
-        self.epoch = self.position = 0
-        self.fingerprint = hashlib.sha1("\n".join(s.id for s in self.samples).encode()).hexdigest()[:16]
-
-    def __len__(self) -> int: return len(self.samples)
-    def __getitem__(self, i: int) -> QASample: return self.samples[i]
-    def __repr__(self) -> str:
-        return f"QADataset({len(self)} samples, sources={self.sources}, seed={self.seed}, epoch={self.epoch}, position={self.position})"
-
-    @property
-    def sources(self) -> dict[str, int]:
-        "Number of samples per `data_source`, sorted by name."
-        return dict(sorted(Counter(s.data_source for s in self.samples).items()))
-
-    def filter_sources(self, *sources: str) -> QADataset:
-        "A new dataset (same seed, fresh position) with only the samples whose `data_source` is one of `sources`."
-        unknown = sorted(set(sources) - set(self.sources))
-        if unknown: raise ValueError(f"unknown data_source {unknown}; this dataset has {list(self.sources)}")
-        return QADataset([s for s in self.samples if s.data_source in sources], seed=self.seed, shuffle=self.shuffle)
-
-    def order(self, epoch: int | None = None) -> np.ndarray:
-        "Sample indices in the order of `epoch` (default: the current one)."
-        epoch = self.epoch if epoch is None else epoch
-        if not self.shuffle: return np.arange(len(self))
-        return np.random.default_rng([self.seed, epoch]).permutation(len(self))
-
-    def __iter__(self) -> Iterator[QASample]:
-        "The rest of the current epoch; the position advances as samples are taken, and the epoch when it ends."
-        order, n = self.order(), len(self)
-        for k in range(self.position, n):
-            self.position = k + 1
-            if self.position == n: self.epoch, self.position = self.epoch + 1, 0
-            yield self.samples[order[k]]
-
-    def batches(self, batch_size: int, epochs: int | None = 1, drop_last: bool = False) -> Iterator[list[QASample]]:
-        "Batches of `batch_size` samples for `epochs` epochs from the current position (None: forever)."
-        if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        done = 0
-        while epochs is None or done < epochs:
-            batch = []
-            for s in self:
-                batch.append(s)
-                if len(batch) == batch_size: yield batch; batch = []
-            if batch and not drop_last: yield batch
-            done += 1
-
-    def state_dict(self) -> dict:
-        "Where iteration stands: epoch, position, seed, shuffle, and a fingerprint of the sample ids."
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "shuffle": self.shuffle,
-                "num_samples": len(self), "fingerprint": self.fingerprint}
-
-    def load_state_dict(self, state: dict):
-        "Resume from `state_dict()` output; refuses a state saved for different samples."
-        if state.get("fingerprint") != self.fingerprint or state.get("num_samples") != len(self):
-            raise ValueError(f"state was saved for {state.get('num_samples')} samples (fingerprint {state.get('fingerprint')}), "
-                             f"this dataset has {len(self)} (fingerprint {self.fingerprint})")
-        if not 0 <= state["position"] < len(self): raise ValueError(f"position {state['position']} out of range for {len(self)} samples")
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
-        self.seed, self.shuffle = int(state["seed"]), bool(state["shuffle"])
 
 # %% ../nbs/01_data.ipynb #1a9c111d
 def sample_per_source(samples: Iterable[QASample], n: int, seed: int = 0) -> list[QASample]:

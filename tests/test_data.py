@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from search_r1_course import data
-from search_r1_course.data import (CorpusFormatError, Passage, QADataset, QAFormatError, QASample, canonical_source,
+from search_r1_course.data import (CorpusFormatError, Passage, QAFormatError, QASample, canonical_source,
                                    load_named, load_parquet, load_qa, load_search_r1, read_corpus, sample_per_source,
                                    source_mapping, write_corpus)
 
@@ -121,31 +121,6 @@ def test_jsonl_row_missing_a_column_names_its_line(tmp_path):
     (tmp_path/"qa.jsonl").write_text("\n".join(map(json.dumps, rows)) + "\n")
     with pytest.raises(QAFormatError, match=r"qa\.jsonl:2: missing column 'golden_answers' \(found \['answer', 'question'\]\)"):
         load_qa(tmp_path/"qa.jsonl")
-
-
-@settings(max_examples=60, deadline=None)
-@given(n=st.integers(1, 30), batch=st.integers(1, 7), stop=st.integers(0, 40), seed=st.integers(0, 2**32 - 1),
-       drop_last=st.booleans())
-def test_resume_gives_the_same_remaining_order(n, batch, stop, seed, drop_last):
-    samples = [QASample(f"q{i}", f"question {i}?", ["a"], "s") for i in range(n)]
-    straight = [[s.id for s in b] for b in QADataset(samples, seed=seed).batches(batch, epochs=3, drop_last=drop_last)]
-    first = QADataset(samples, seed=seed)
-    gen = first.batches(batch, epochs=3, drop_last=drop_last)
-    stop = min(stop, len(straight))
-    before = [[s.id for s in next(gen)] for _ in range(stop)]
-    state = json.loads(json.dumps(first.state_dict()))
-    resumed = QADataset(samples, seed=seed + 1)
-    resumed.load_state_dict(state)
-    epochs_left = 3 - state["epoch"]
-    after = [[s.id for s in b] for b in resumed.batches(batch, epochs=epochs_left, drop_last=drop_last)] if epochs_left > 0 else []
-    assert before + after == straight
-
-
-def test_every_epoch_is_a_permutation_and_differs():
-    ds = QADataset([QASample(f"q{i}", "q?", ["a"], "s") for i in range(50)], seed=3)
-    orders = [[s.id for s in ds] for _ in range(4)]
-    assert all(sorted(o) == sorted(orders[0]) for o in orders)
-    assert len({tuple(o) for o in orders}) == 4
 
 
 def test_sample_per_source():
@@ -274,6 +249,17 @@ def test_world_cache_key_covers_the_export_layout(tmp_path, monkeypatch):
     assert d != old and (d/"dev.parquet").is_file()
     assert data.load_world("dev") == data.load_world("dev", d)
 
+
+def test_world_cache_key_covers_the_text_tables(tmp_path, monkeypatch):
+    "The world's wording lives in world_text: editing a template gives a new cache key, as editing the generator does."
+    from search_r1_course import world_text
+    key = data._world_cache_key()
+    edited = tmp_path/"world_text.py"
+    source = Path(world_text.__file__).read_text()
+    assert "{n} is a country." in source
+    edited.write_text(source.replace("{n} is a country.", "{n} is a nation."))
+    monkeypatch.setattr(world_text, "__file__", str(edited))
+    assert data._world_cache_key() != key
 
 # Loading other projects' files --------------------------------------------------------------------------
 
