@@ -17,8 +17,8 @@ from functools import partial
 from typing import Any, Sequence
 
 from .protocol import (
-    ANSWER, INFORMATION, SEARCH, TOOL_CALL, TOOL_RESPONSE, Search, block_contents, find_actions, find_tags,
-    hide_blocks, parse_tool_call)
+    ANSWER, INFORMATION, SEARCH, TOOL_CALL, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, TOOL_RESPONSE, TOOL_RESPONSE_CLOSE,
+    TOOL_RESPONSE_OPEN, Search, block_contents, find_actions, find_tags, hide_blocks, parse_tool_call)
 
 # %% auto #0
 __all__ = ['METRICS', 'CORRECT_BY_TYPE', 'TRL_REWARD_WEIGHTS', 'normalize_answer', 'exact_match', 'f1_score', 'substring_match',
@@ -96,11 +96,11 @@ def completion_text(completion: Any) -> str:
         content = m.get("content") or ""
         if not isinstance(content, str):  # multimodal content blocks
             content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
-        if m.get("role") == "tool": content = f"<{TOOL_RESPONSE}>{content}</{TOOL_RESPONSE}>"
+        if m.get("role") == "tool": content = TOOL_RESPONSE_OPEN + content + TOOL_RESPONSE_CLOSE
         parts.append(content)
         for call in m.get("tool_calls") or []:
             f = call.get("function", call)
-            parts.append(f"<{TOOL_CALL}>" + json.dumps({"name": f.get("name"), "arguments": f.get("arguments")}) + f"</{TOOL_CALL}>")
+            parts.append(TOOL_CALL_OPEN + json.dumps({"name": f.get("name"), "arguments": f.get("arguments")}) + TOOL_CALL_CLOSE)
     return "".join(parts)
 
 # %% ../nbs/08_reward.ipynb #cf393a20
