@@ -1,7 +1,7 @@
 """GRPO step time at the main job's settings, split into rollout and update, with the generator's caches and without
 them, in one run.
 
-    python benchmarks/grpo_step_bench.py [--threads 2] [--steps 6] [--model DIR] [--skip-baseline]
+    python benchmarks/grpo_step_bench.py [--threads 2] [--steps 6] [--model DIR] [--skip-baseline] [--micro-batches 4 2]
 
 Settings: the `cpu` preset (2 questions x 8 trajectories per step, LoRA r16 on all projections, bfloat16, micro-batches
 of 4, 3 turns of at most 40 tokens, BM25 top-1, the `short` prompt) on the world's 1-hop and comparison questions,
@@ -10,7 +10,10 @@ e.g. runs/cpu/warm_start/model); the default, the untrained packaged model, writ
 Per variant: --steps optimizer steps after one warm-up step (not counted); the medians of the training log's
 `time/step_s`, `time/rollout_s` and `time/update_s` (everything but the rollout: rewards, the loss's forward and
 backward passes, the optimizer). "baseline" is the same trainer with the rollout generator's row cache and decode
-attention switched off. The course's target is a median step of at most 10 s. Run nothing else CPU-heavy meanwhile.
+attention switched off. --micro-batches measures the cached trainer again with the step's 16 trajectories split into
+that many micro-batches (the preset's `gradient_accumulation`, 4: micro-batches of 4; fewer, larger micro-batches make
+larger matrix products and cost more memory). The course's target is a median step of at most 10 s. Run nothing else
+CPU-heavy meanwhile.
 """
 import argparse
 import os
@@ -20,6 +23,7 @@ ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--steps", type=int, default=6)
 ap.add_argument("--model", default=None)
 ap.add_argument("--skip-baseline", action="store_true")
+ap.add_argument("--micro-batches", type=int, nargs="+", default=[4], help="gradient_accumulation values to measure")
 args = ap.parse_args()
 for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[var] = str(args.threads)
@@ -38,8 +42,9 @@ def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def measure(name: str, cached: bool, out: str) -> dict:
+def measure(name: str, cached: bool, out: str, accumulation: int = 4) -> dict:
     config = get_preset("cpu", model=args.model, threads=args.threads, max_steps=args.steps + 1, output_dir=out,
+                        gradient_accumulation=accumulation,
                         data_sources="world_1hop,world_comparison", learning_rate=2e-4, save_steps=10_000, log_rollouts=False)
     trainer = build_trainer(config)
     if not cached:
@@ -58,11 +63,15 @@ def measure(name: str, cached: bool, out: str) -> dict:
 def main():
     print(f"model {args.model or 'packaged SmolLM2-135M-Instruct'}, {args.threads} threads, {args.steps} measured steps")
     with tempfile.TemporaryDirectory() as d:
-        new = measure("cached", True, os.path.join(d, "cached"))
+        new = measure("cached", True, os.path.join(d, "cached"), args.micro_batches[0])
         if not args.skip_baseline:
             old = measure("baseline", False, os.path.join(d, "baseline"))
             print(f"rollout: {old['time/rollout_s'] / new['time/rollout_s']:.2f}x faster with the caches; "
                   f"step: {old['time/step_s'] / new['time/step_s']:.2f}x")
+        for n in args.micro_batches[1:]:
+            other = measure(f"{n} micro", True, os.path.join(d, f"micro{n}"), n)
+            print(f"update with {n} micro-batches / with {args.micro_batches[0]}: "
+                  f"{other['time/update_s'] / new['time/update_s']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -47,8 +47,8 @@ import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
 from search_r1_course.data import Passage, load_world, load_world_corpus, read_corpus, write_corpus  # noqa: E402
-from search_r1_course.search import (BM25Retriever, DenseRetriever, HttpRetriever, build_faiss_index,  # noqa: E402
-                                     make_encoder, parse_retrieve_response, retrieve_request)
+from search_r1_course.remote import HttpRetriever, parse_retrieve_response, retrieve_request  # noqa: E402
+from search_r1_course.retrievers import BM25Retriever, DenseRetriever, build_faiss_index, make_encoder  # noqa: E402
 
 PROC = psutil.Process()
 
