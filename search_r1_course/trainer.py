@@ -31,7 +31,7 @@ from .generate import GenerationOutput, SamplingParams, TransformersGenerator
 from .policy import load_policy, resolve_device, resolve_dtype
 from .protocol import PROMPT_STYLES
 from .reward import CORRECT_BY_TYPE, TRL_REWARD_WEIGHTS, RewardConfig, trl_reward_funcs
-from .rollout import RolloutEngine, make_protocol, make_rollout_func, rollout_config, search_config
+from .rollout import RolloutEngine, make_protocol, make_rollout_func, render_trajectory, rollout_config, search_config
 from .search import RETRIEVER_KINDS, make_search_tool
 from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
 
@@ -345,10 +345,7 @@ class RolloutRecorder:
             with open(self.path, "a") as f: f.writelines(json.dumps(r) + "\n" for r in rows)
         return out
 
-    def _text(self, t) -> str:
-        if self.tokenizer is None: return t.text
-        return "".join(self.tokenizer.decode(ids) if sampled else f"⟦{self.tokenizer.decode(ids)}⟧"
-                       for ids, sampled in t.segments())
+    def _text(self, t) -> str: return t.text if self.tokenizer is None else render_trajectory(t, self.tokenizer)
 
 # %% ../nbs/11_trainer.ipynb #ad6f5420
 def reload_weights_sync(vllm_generation) -> None:
