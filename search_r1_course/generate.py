@@ -273,7 +273,7 @@ class RowCache:
 
 def _row_kv(cache, row: int, positions: torch.Tensor) -> list:
     "One row's keys and values at `positions` (the cache slots its real tokens fill), copied out of a batch cache."
-    return [(layer.keys[row:row + 1, :, positions].clone(), layer.values[row:row + 1, :, positions].clone())
+    return [(layer.keys[row:row + 1, :, positions], layer.values[row:row + 1, :, positions])  # indexing by a tensor copies
             for layer in cache.layers]
 
 def _stack_rows(config, kvs: Sequence[list | None], lengths: Sequence[int], capacity: int) -> DynamicCache | None:
