@@ -106,8 +106,8 @@ def warm_config(config: ExperimentConfig) -> WarmStartConfig:
 
 def eval_config(config: ExperimentConfig, prompt_style: str) -> EvalConfig:
     "How every stage is evaluated: greedy, the GRPO run's retriever and budgets, `prompt_style`."
-    return EvalConfig.like(grpo_config(config, None), n_per_source=config.eval_n_per_source, batch_size=config.eval_batch_size,
-                           prompt_style=prompt_style, seed=config.seed)
+    return EvalConfig.like(grpo_config(config, None), split=config.eval_split, n_per_source=config.eval_n_per_source,
+                           batch_size=config.eval_batch_size, prompt_style=prompt_style, seed=config.seed)
 
 # %% ../nbs/13_experiment.ipynb #cfbca7fc
 @dataclass

@@ -39,8 +39,8 @@ from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
 __all__ = ['LOSS_TYPES', 'REPORT_TO', 'PRESETS', 'METRIC_ALIASES', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL', 'TrainConfig',
            'get_preset', 'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config', 'lora_config',
            'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder',
-           'reload_weights_sync', 'colocated_engine_options', 'build_engine', 'build_trainer', 'latest_checkpoint',
-           'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
+           'reload_weights_sync', 'colocated_engine_options', 'compact_lm_head_on_cpu', 'build_engine', 'build_trainer',
+           'latest_checkpoint', 'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
@@ -368,6 +368,18 @@ def colocated_engine_options(**options):
     try: yield
     finally: tv.LLM = start
 
+# %% ../nbs/11_trainer.ipynb #536ba4db
+_trl_use_triton = None   # TRL's own device test, kept so that the change can be undone
+
+def compact_lm_head_on_cpu(enabled: bool = True) -> None:
+    "Make TRL's fused LM head score only the labelled (completion) positions on a CPU, as it does on Triton devices."
+    global _trl_use_triton
+    import trl.trainer.utils as trl_utils   # the fused head asks `_use_triton(device)` only to decide this
+    if _trl_use_triton is None: _trl_use_triton = trl_utils._use_triton
+    original = _trl_use_triton
+    def compact(device) -> bool: return torch.device(device).type == "cpu" or original(device)
+    trl_utils._use_triton = compact if enabled else original
+
 # %% ../nbs/11_trainer.ipynb #bdff8d55
 def build_engine(model, tokenizer, config: TrainConfig, tool=None) -> RolloutEngine:
     "The rollout engine of a run: transformers generation on `model`, the run's protocol, search tool and budgets."
@@ -399,6 +411,7 @@ def build_trainer(config: TrainConfig, reward_funcs: list | None = None, reward_
     out.mkdir(parents=True, exist_ok=True)
     (out/"config.json").write_text(json.dumps(config.to_dict(), indent=1))
     model, tokenizer = load_policy(config.model, dtype=config.dtype, device=config.device, threads=config.threads)
+    if model.device.type == "cpu": compact_lm_head_on_cpu()
     if getattr(model, "peft_config", None) is not None and config.lora:
         raise ValueError(f"model {config.model!r} is a LoRA adapter; merge it first (load_policy(..., merge_adapter=True)) "
                          "or pass lora=False to keep training it")
