@@ -39,8 +39,9 @@ from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
 __all__ = ['LOSS_TYPES', 'REPORT_TO', 'PRESETS', 'METRIC_ALIASES', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL', 'TrainConfig',
            'get_preset', 'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config', 'lora_config',
            'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder',
-           'reload_weights_sync', 'colocated_engine_options', 'compact_lm_head_on_cpu', 'build_engine', 'build_trainer',
-           'latest_checkpoint', 'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
+           'reload_weights_sync', 'colocated_engine_options', 'compact_lm_head_on_cpu', 'skip_tool_tokens_in_head',
+           'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train', 'read_metrics',
+           'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
@@ -264,6 +265,7 @@ def peak_rss_gb() -> float:
 
 class SearchR1GRPOTrainer(GRPOTrainer):
     "TRL's `GRPOTrainer` with a resumable data order and the course's metric names."
+    skip_tool_tokens = True   # the loss's LM head skips observation tokens (see "Scoring only what the loss reads")
     def _get_train_sampler(self, dataset=None):
         dataset = self.train_dataset if dataset is None else dataset
         return EpochRepeatSampler(data_source=dataset, mini_repeat_count=self.num_generations,
@@ -286,6 +288,13 @@ class SearchR1GRPOTrainer(GRPOTrainer):
             self._last_log = (now, step)
             logs["memory/peak_rss_gb"] = peak_rss_gb()
         super().log(logs, start_time)
+
+    def _compute_loss(self, model, inputs):
+        # the tokens the loss reads, for `skip_tool_tokens_in_head`; without old log-probs TRL's ratio is 1 on every token
+        if self.skip_tool_tokens and "tool_mask" in inputs and inputs.get("old_per_token_logps") is None:
+            self._scored_tokens = inputs["completion_mask"] * inputs["tool_mask"]
+        try: return super()._compute_loss(model, inputs)
+        finally: self._scored_tokens = None
 
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
         self._train_t0, self._resumed_step = time.perf_counter(), 0
@@ -380,6 +389,19 @@ def compact_lm_head_on_cpu(enabled: bool = True) -> None:
     def compact(device) -> bool: return torch.device(device).type == "cpu" or original(device)
     trl_utils._use_triton = compact if enabled else original
 
+# %% ../nbs/11_trainer.ipynb #9fb0f64e
+def skip_tool_tokens_in_head(trainer) -> None:
+    "Inside the loss, make `trainer`'s fused LM head score only the completion tokens the policy wrote (not observations)."
+    model = trainer.model.get_base_model() if hasattr(trainer.model, "get_base_model") else trainer.model
+    fused = model.forward   # TRL's fused-head forward (`add_fused_lm_head`), an attribute of the model
+    def forward(*args, labels=None, fused_lm_head=False, **kwargs):
+        scored = getattr(trainer, "_scored_tokens", None)
+        if fused_lm_head and scored is not None and labels is not None and labels.shape[0] == scored.shape[0]:
+            n = scored.shape[1]   # the completion is the last n positions of each row
+            labels = torch.cat([labels[:, :-n], labels[:, -n:].masked_fill(scored == 0, -100)], dim=1)
+        return fused(*args, labels=labels, fused_lm_head=fused_lm_head, **kwargs)
+    model.forward = forward
+
 # %% ../nbs/11_trainer.ipynb #bdff8d55
 def build_engine(model, tokenizer, config: TrainConfig, tool=None) -> RolloutEngine:
     "The rollout engine of a run: transformers generation on `model`, the run's protocol, search tool and budgets."
@@ -434,6 +456,7 @@ def build_trainer(config: TrainConfig, reward_funcs: list | None = None, reward_
                                       processing_class=tokenizer, rollout_func=recorder, peft_config=lora_config(config),
                                       callbacks=[MetricsLogger(out/"metrics.jsonl"), *callbacks])
     if config.use_vllm and config.vllm_mode == "colocate": reload_weights_sync(trainer.vllm_generation)
+    skip_tool_tokens_in_head(trainer)
     trainer.rollout_recorder = recorder
     return trainer
 

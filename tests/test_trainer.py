@@ -96,6 +96,37 @@ def test_environment_tokens_get_no_gradient(two_steps):
     assert sampled_with_grad > 0, "no sampled token received a gradient"
 
 
+def test_skipping_tool_tokens_in_the_head_leaves_the_step_unchanged(tmp_path):
+    """The loss's LM head skips observation tokens (`skip_tool_tokens_in_head`): same rollouts, same loss and gradient."""
+    torch.set_num_threads(1)
+    logs = {}
+    for skip in (True, False):
+        trainer = build_trainer(tiny_config(tmp_path / str(skip), max_steps=1, save_steps=10), reward_funcs=TOY_REWARDS)
+        trainer.skip_tool_tokens = skip
+        env_logps = []   # the log-probs the loss got on observation tokens
+        loss_fn, logps_fn = trainer._compute_loss, trainer._get_per_token_logps_and_entropies
+        def logps_spy(*args, logps_fn=logps_fn, **kwargs):
+            out = logps_fn(*args, **kwargs)
+            spy.logps = out[0].detach()
+            return out
+        def spy(model, inputs, loss_fn=loss_fn):
+            loss = loss_fn(model, inputs)
+            env = inputs["completion_mask"].bool() & (inputs["tool_mask"] == 0)
+            env_logps.append(spy.logps[env])
+            return loss
+        trainer._compute_loss, trainer._get_per_token_logps_and_entropies = spy, logps_spy
+        trainer.train()
+        logs[skip] = read_metrics(tmp_path / str(skip) / "metrics.jsonl")[0]
+        env_logps = torch.cat(env_logps)
+        assert env_logps.numel() > 0, "no observation tokens: nothing to skip"
+        assert bool((env_logps == 0).all()) == skip   # skipped: 0; scored: real (negative) log-probs
+        assert getattr(trainer, "_scored_tokens", None) is None
+    on, off = logs[True], logs[False]
+    assert on["rollout/completion_tokens"] == off["rollout/completion_tokens"]   # the same rollouts
+    for k in ("loss", "grad_norm", "entropy"):
+        assert on[k] == pytest.approx(off[k], rel=1e-4, abs=1e-6), k
+
+
 def test_metrics_jsonl_has_the_course_names(two_steps):
     rows = read_metrics(two_steps["out"] / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
