@@ -84,6 +84,7 @@ class ResponseInfo:
     answer_tags: int         # answer tags outside thoughts and information
     information: str         # all retrieved text, joined
     reason: str = ""         # why the format is invalid
+    searches: int = 0        # how many well-formed searches
 
 def completion_text(completion: Any) -> str:
     "A completion as one string: TRL passes plain text, or a list of chat messages (which may include tool calls)."
@@ -109,10 +110,10 @@ def inspect_response(response: Any, max_answer_tags: int = 1) -> ResponseInfo:
     text = completion_text(response)
     retrieved = [c for name in (INFORMATION, TOOL_RESPONSE) for c in block_contents(text, name)]
     visible = hide_blocks(text)  # thoughts and retrieved text removed
-    searched = any(isinstance(a, Search) for a in find_actions(visible, kinds=(SEARCH,)))
-    searched = searched or any(isinstance(parse_tool_call(c), Search) for c in block_contents(visible, TOOL_CALL))
+    searches = sum(isinstance(a, Search) for a in find_actions(visible, kinds=(SEARCH,)))
+    searches += sum(isinstance(parse_tool_call(c), Search) for c in block_contents(visible, TOOL_CALL))
     n_tags = sum(not t.closing for t in find_tags(visible, [ANSWER]))
-    info = dict(searched=searched, answer_tags=n_tags, information="\n".join(retrieved))
+    info = dict(searched=searches > 0, searches=searches, answer_tags=n_tags, information="\n".join(retrieved))
     if any(find_tags(r, [ANSWER]) for r in retrieved):
         return ResponseInfo(None, False, reason="answer tag inside retrieved information", **info)
     if n_tags > max_answer_tags:
@@ -137,6 +138,7 @@ class RewardConfig:
     wrong_reward: float = 0.0
     invalid_reward: float = -0.1     # only used with format_tiers
     no_search_penalty: float = 0.0   # subtracted from a valid response that never searched
+    extra_search_cost: float = 0.0   # subtracted from a valid response for each search after the first
     retrieval_score: float = 0.0     # added to a valid, wrong response whose retrieval held a golden answer
     retrieval_sources: tuple[str, ...] = ()   # the data_sources that earn retrieval_score (empty: all)
     max_answer_tags: int = 1         # more answer tags than this is treated as invalid
@@ -145,6 +147,8 @@ class RewardConfig:
     def __post_init__(self):
         if self.metric not in METRICS:
             raise ValueError(f"RewardConfig.metric: expected one of {sorted(METRICS)}, got {self.metric!r}")
+        if self.extra_search_cost < 0:
+            raise ValueError(f"RewardConfig.extra_search_cost: expected a cost >= 0, got {self.extra_search_cost}")
         if self.max_answer_tags < 1:
             raise ValueError(f"RewardConfig.max_answer_tags: expected at least 1, got {self.max_answer_tags}")
 
@@ -173,6 +177,7 @@ def compute_reward(response: Any, golds: str | Sequence[str], config: RewardConf
     if config.format_tiers: reward = config.wrong_reward + (config.correct_reward - config.wrong_reward) * score
     else: reward = score * config.correct_reward
     if not info.searched: reward -= config.no_search_penalty
+    reward -= config.extra_search_cost * max(info.searches - 1, 0)
     credited = not config.retrieval_sources or source in config.retrieval_sources
     if not correct and config.retrieval_score and credited and substring_match(info.information, golds, config.strip_accents):
         reward += config.retrieval_score

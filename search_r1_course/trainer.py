@@ -104,6 +104,7 @@ class TrainConfig:
     format_tiers: bool = False               # correct 1.0 / valid wrong 0.0 / invalid -0.1
     invalid_reward: float = -0.1
     no_search_penalty: float = 0.0
+    extra_search_cost: float = 0.0           # for each search after the first (lets a policy learn to stop)
     retrieval_score: float = 0.0             # partial credit for a wrong answer whose retrieval held the answer
     retrieval_sources: str | None = None     # comma-separated data_sources that earn it (None: all)
     # output
@@ -209,7 +210,8 @@ def to_dataset(samples: Sequence[QASample]):
 def reward_config(config: TrainConfig) -> RewardConfig:
     "The reward of a run."
     return RewardConfig(metric=config.reward_metric, format_tiers=config.format_tiers, invalid_reward=config.invalid_reward,
-                        no_search_penalty=config.no_search_penalty, retrieval_score=config.retrieval_score,
+                        no_search_penalty=config.no_search_penalty, extra_search_cost=config.extra_search_cost,
+                        retrieval_score=config.retrieval_score,
                         retrieval_sources=tuple(comma_list(config.retrieval_sources)))
 
 def lora_config(config: TrainConfig):
