@@ -138,7 +138,7 @@ class RewardConfig:
     wrong_reward: float = 0.0
     invalid_reward: float = -0.1     # only used with format_tiers
     no_search_penalty: float = 0.0   # subtracted from a valid response that never searched
-    extra_search_cost: float = 0.0   # subtracted from a valid response for each search after the first
+    extra_search_cost: float = 0.0   # subtracted from a correct answer for each search after the first
     retrieval_score: float = 0.0     # added to a valid, wrong response whose retrieval held a golden answer
     retrieval_sources: tuple[str, ...] = ()   # the data_sources that earn retrieval_score (empty: all)
     max_answer_tags: int = 1         # more answer tags than this is treated as invalid
@@ -177,7 +177,7 @@ def compute_reward(response: Any, golds: str | Sequence[str], config: RewardConf
     if config.format_tiers: reward = config.wrong_reward + (config.correct_reward - config.wrong_reward) * score
     else: reward = score * config.correct_reward
     if not info.searched: reward -= config.no_search_penalty
-    reward -= config.extra_search_cost * max(info.searches - 1, 0)
+    if correct: reward -= config.extra_search_cost * max(info.searches - 1, 0)
     credited = not config.retrieval_sources or source in config.retrieval_sources
     if not correct and config.retrieval_score and credited and substring_match(info.information, golds, config.strip_accents):
         reward += config.retrieval_score

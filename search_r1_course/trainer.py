@@ -104,7 +104,7 @@ class TrainConfig:
     format_tiers: bool = False               # correct 1.0 / valid wrong 0.0 / invalid -0.1
     invalid_reward: float = -0.1
     no_search_penalty: float = 0.0
-    extra_search_cost: float = 0.0           # for each search after the first (lets a policy learn to stop)
+    extra_search_cost: float = 0.0           # off a correct answer, per search after the first
     retrieval_score: float = 0.0             # partial credit for a wrong answer whose retrieval held the answer
     retrieval_sources: str | None = None     # comma-separated data_sources that earn it (None: all)
     # output
