@@ -15,8 +15,8 @@ from .evaluation import EvalResult
 from .reward import inspect_response, normalize_answer
 
 # %% auto #0
-__all__ = ['FAILURES', 'FAILURE_COLORS', 'retrieved_text', 'repeated_query', 'failure_category', 'failure_table', 'plot_failures',
-           'behaviour_table', 'side_by_side', 'pick_changed']
+__all__ = ['FAILURES', 'FAILURE_COLORS', 'SEARCH_BINS', 'retrieved_text', 'repeated_query', 'failure_category', 'failure_table',
+           'plot_failures', 'behaviour_table', 'search_shares', 'plot_stages', 'side_by_side', 'pick_changed']
 
 # %% ../nbs/12b_analysis.ipynb #067de1a2
 def retrieved_text(record: Mapping) -> str:
@@ -109,6 +109,42 @@ def behaviour_table(results: Mapping[str, Any]):
                       "query = question": sum(q == question for q, question in queries) / max(len(queries), 1),
                       "answer read from a passage": len(read) / n, "answer copied from the question": len(copied) / n}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+# %% ../nbs/12b_analysis.ipynb #67416cdc
+SEARCH_BINS = ("0", "1", "2", "3+")
+
+def search_shares(records: Sequence[Mapping]) -> list[float]:
+    "The share of `records` with 0, 1, 2 and 3 or more searches."
+    n = max(len(records), 1)
+    counts = Counter(min(r["searches"], 3) for r in records)
+    return [counts[k] / n for k in range(4)]
+
+def plot_stages(results: Mapping[str, Any], title: str | None = None):
+    "Two panels: exact match per question type for each policy, and each policy's searches per question on each type."
+    import matplotlib.pyplot as plt
+    names = list(results)
+    sources = sorted({r["data_source"] for res in results.values() for r in _records(res)})
+    by = {(n, s): [r for r in _records(results[n]) if r["data_source"] == s] for n in names for s in sources}
+    fig, (em_ax, search_ax) = plt.subplots(1, 2, figsize=(12, 3.6))
+    width = 0.8 / len(names)
+    for k, name in enumerate(names):
+        xs = [j + k * width for j in range(len(sources))]
+        ems = [sum(r["correct"] for r in by[name, s]) / max(len(by[name, s]), 1) for s in sources]
+        bars = em_ax.bar(xs, ems, width, label=name)
+        em_ax.bar_label(bars, fmt="%.2f", fontsize=7)
+    em_ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sources))], [s.removeprefix("world_") for s in sources])
+    em_ax.set_ylim(0, 1.05); em_ax.set_ylabel("exact match"); em_ax.legend(fontsize=8)
+    labels, bottoms = [f"{s.removeprefix('world_')}\n{n}" for s in sources for n in names], None
+    shares = [search_shares(by[n, s]) for s in sources for n in names]
+    for b, bin_name in enumerate(SEARCH_BINS):
+        col = [sh[b] for sh in shares]
+        search_ax.bar(range(len(labels)), col, bottom=bottoms, label=f"{bin_name} searches", color=plt.get_cmap("Blues")(0.25 + 0.25 * b))
+        bottoms = col if bottoms is None else [a + c for a, c in zip(bottoms, col)]
+    search_ax.set_xticks(range(len(labels)), labels, fontsize=7)
+    search_ax.set_ylabel("share of questions"); search_ax.legend(fontsize=7, loc="lower right")
+    if title: fig.suptitle(title)
+    fig.tight_layout()
+    return fig
 
 # %% ../nbs/12b_analysis.ipynb #92764003
 def _trajectory_html(text: str) -> str:

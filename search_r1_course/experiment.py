@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .analysis import behaviour_table, failure_table, pick_changed, plot_failures, plot_stages, side_by_side
 from .data import comma_list, load_named, sample_per_source
 from .evaluation import EvalConfig, EvalResult, evaluate_policy, markdown_table
 from .trainer import TrainConfig, get_preset, peak_rss_gb, plot_curves, read_metrics, train
@@ -212,6 +213,24 @@ def pick_examples(result: EvalResult, sources: list[str]) -> list[dict]:
 # %% ../nbs/13_experiment.ipynb #ce766e73
 def _fmt_s(s) -> str: return "" if s is None else f"{s / 60:.1f} min ({s:.0f} s)"
 
+def _analysis_sections(result: ExperimentResult) -> list[str]:
+    "The report's pictures and tables of `12b_analysis`: EM and searches per type, why answers fail, how each policy works."
+    import matplotlib.pyplot as plt
+    out, results = result.config.out, result.results
+    fig = plot_stages(results, title=f"{result.config.name}: {result.config.eval_split} questions")
+    fig.savefig(out/"stages.png", bbox_inches="tight"); plt.close(fig)
+    ax = plot_failures(failure_table(results, by="data_source"), title="why answers fail")
+    ax.figure.savefig(out/"failures.png", bbox_inches="tight"); plt.close(ax.figure)
+    lines = ["", "## Per type and stage", "", "![EM and searches per type](stages.png)", "",
+             "## Why answers fail", "", markdown_table(failure_table(results)), "", "![failure categories](failures.png)", "",
+             "## How each policy works", "", markdown_table(behaviour_table(results)), ""]
+    names = list(results)
+    if len(names) >= 2:   # one question whose verdict training changed, 2-hop first
+        before, after = names[-2], names[-1]
+        changed = pick_changed(results, before, after, "world_2hop") or pick_changed(results, before, after)
+        if changed: lines += [f"## One question, {before} and {after}", "", side_by_side({n: results[n] for n in (before, after)}, changed[0]), ""]
+    return lines
+
 def write_report(result: ExperimentResult) -> Path:
     "Write `<run>/report.md` (and `curves.png` when GRPO ran) and return its path."
     cfg, out, t = result.config, result.config.out, result.timings
@@ -241,6 +260,7 @@ def write_report(result: ExperimentResult) -> Path:
         import matplotlib.pyplot as plt
         plt.close(plot_curves(metrics, out/"curves.png", title=f"GRPO: {cfg.name}"))
         lines += ["", "## GRPO curves", "", "![GRPO curves](curves.png)"]
+    lines += _analysis_sections(result)
     last = result.results[names[-1]]
     lines += ["", f"## Example trajectories ({names[-1]})", ""]
     grpo = comma_list(cfg.grpo_sources)
