@@ -15,13 +15,20 @@ from .evaluation import EvalResult
 from .reward import inspect_response, normalize_answer
 
 # %% auto #0
-__all__ = ['FAILURES', 'FAILURE_COLORS', 'SEARCH_BINS', 'retrieved_text', 'repeated_query', 'failure_category', 'failure_table',
-           'plot_failures', 'behaviour_table', 'search_shares', 'plot_stages', 'side_by_side', 'pick_changed']
+__all__ = ['FAILURES', 'FAILURE_COLORS', 'SEARCH_BINS', 'retrieved_text', 'copied_from_question', 'repeated_query',
+           'failure_category', 'failure_table', 'plot_failures', 'behaviour_table', 'search_shares', 'plot_stages',
+           'side_by_side', 'pick_changed']
 
 # %% ../nbs/12b_analysis.ipynb #067de1a2
 def retrieved_text(record: Mapping) -> str:
     "Everything the searches of `record` returned, joined (the `<information>` or tool-response blocks)."
     return inspect_response(record.get("trajectory") or "").information
+
+def copied_from_question(record: Mapping) -> bool:
+    "Whether the prediction is a span of the question, on a question whose golden answers are not in it (not a comparison)."
+    question, pred = normalize_answer(record.get("question", "")), normalize_answer(record.get("prediction") or "")
+    golds_in_question = any(normalize_answer(g) in question for g in record.get("golden_answers") or [])
+    return bool(pred) and pred in question and not golds_in_question
 
 def repeated_query(record: Mapping) -> bool:
     "Whether `record` searched for the same query twice (after answer normalisation)."
@@ -35,7 +42,7 @@ FAILURES = {
     "malformed action": "a turn was neither a valid search nor a valid answer",
     "no answer": "ended without a gradable answer",
     "search loop": "searched for the same query twice",
-    "copied from the question": "the answer is a span of the question itself (often the entity it asks about)",
+    "copied from the question": "the answer is a span of a question that does not hold the answer (often the entity it asks about)",
     "answer not retrieved": "no golden answer in anything the searches returned",
     "wrong span of the right text": "a golden answer was retrieved, and the prediction is another span of the retrieved text",
     "misread": "a golden answer was retrieved; the prediction appears nowhere in it (paraphrased or invented)",
@@ -49,8 +56,8 @@ def failure_category(record: Mapping) -> str:
     if status == "invalid": return "malformed action"
     if not prediction: return "no answer"
     if repeated_query(record): return "search loop"
+    if copied_from_question(record): return "copied from the question"
     pred = normalize_answer(prediction)
-    if pred and pred in normalize_answer(record.get("question", "")): return "copied from the question"
     info = normalize_answer(retrieved_text(record))
     if not any(normalize_answer(g) in info for g in record.get("golden_answers") or []): return "answer not retrieved"
     return "wrong span of the right text" if pred and pred in info else "misread"
@@ -101,7 +108,7 @@ def behaviour_table(results: Mapping[str, Any]):
         queries = [(normalize_answer(q), normalize_answer(r["question"])) for r in recs for q in r.get("queries") or []]
         answered = [r for r in recs if r.get("prediction")]
         read = [r for r in answered if normalize_answer(r["prediction"]) in normalize_answer(retrieved_text(r))]
-        copied = [r for r in answered if normalize_answer(r["prediction"]) in normalize_answer(r["question"])]
+        copied = [r for r in answered if copied_from_question(r)]
         rows[name] = {"searches": sum(r["searches"] for r in recs) / n,
                       "0 searches": sum(r["searches"] == 0 for r in recs) / n,
                       "1 search": sum(r["searches"] == 1 for r in recs) / n,

@@ -190,6 +190,9 @@ def run_compare(args: argparse.Namespace, file=None) -> None:
     show = markdown_table if args.markdown else text_table
     print(show(runs_table(results)) + "\n", file=file)
     print(show(side_by_side(results, comma_list(args.metrics))), file=file)
+    if args.failures:   # the tables of 12b_analysis: why answers fail, and how each policy works
+        from search_r1_course.analysis import behaviour_table, failure_table
+        print("\n" + show(failure_table(results)) + "\n\n" + show(behaviour_table(results)), file=file)
 
 # %% ../nbs/14_cli.ipynb #bed2eb91
 HEAVY_COMMANDS = ("train", "eval", "demo")  # their options come from modules that import torch and TRL
@@ -199,6 +202,7 @@ def _add_compare(sub) -> None:
     c.add_argument("runs", nargs="+", metavar="RUN", help="an evaluation folder (summary.json + records.jsonl) or .json file")
     c.add_argument("--markdown", action="store_true", help="print markdown tables (for a report) instead of aligned text")
     c.add_argument("--force", action="store_true", help="print the table even when the runs differ, with a warning per difference")
+    c.add_argument("--failures", action="store_true", help="also print each run's failure categories and behaviour (12b_analysis)")
     c.add_argument("--metrics", default="em,f1,format,searches",
                    help="comma-separated, of n, em, f1, format, searches, no_search, search_error, search_timeout "
                         "(default: em,f1,format,searches)")
