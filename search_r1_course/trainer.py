@@ -36,12 +36,12 @@ from .search import RETRIEVER_KINDS, make_search_tool
 from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
 
 # %% auto #0
-__all__ = ['LOSS_TYPES', 'REPORT_TO', 'PRESETS', 'METRIC_ALIASES', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL', 'TrainConfig',
-           'get_preset', 'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config', 'lora_config',
-           'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder',
-           'reload_weights_sync', 'colocated_engine_options', 'compact_lm_head_on_cpu', 'skip_tool_tokens_in_head',
-           'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train', 'read_metrics',
-           'moving_average', 'plot_curves']
+__all__ = ['LOSS_TYPES', 'REPORT_TO', 'PRESETS', 'METRIC_ALIASES', 'COMPLETION_KEYS', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL',
+           'TrainConfig', 'get_preset', 'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config',
+           'lora_config', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger',
+           'RolloutRecorder', 'reload_weights_sync', 'colocated_engine_options', 'compact_lm_head_on_cpu',
+           'skip_tool_tokens_in_head', 'trim_padding', 'build_engine', 'build_trainer', 'latest_checkpoint',
+           'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
@@ -268,6 +268,7 @@ def peak_rss_gb() -> float:
 class SearchR1GRPOTrainer(GRPOTrainer):
     "TRL's `GRPOTrainer` with a resumable data order and the course's metric names."
     skip_tool_tokens = True   # the loss's LM head skips observation tokens (see "Scoring only what the loss reads")
+    trim_micro_batches = True # each micro-batch loses its all-padding columns first (`trim_padding`)
     def _get_train_sampler(self, dataset=None):
         dataset = self.train_dataset if dataset is None else dataset
         return EpochRepeatSampler(data_source=dataset, mini_repeat_count=self.num_generations,
@@ -293,6 +294,7 @@ class SearchR1GRPOTrainer(GRPOTrainer):
 
     def _compute_loss(self, model, inputs):
         # the tokens the loss reads, for `skip_tool_tokens_in_head`; without old log-probs TRL's ratio is 1 on every token
+        if self.trim_micro_batches: inputs = trim_padding(inputs)
         if self.skip_tool_tokens and "tool_mask" in inputs and inputs.get("old_per_token_logps") is None:
             self._scored_tokens = inputs["completion_mask"] * inputs["tool_mask"]
         try: return super()._compute_loss(model, inputs)
@@ -403,6 +405,23 @@ def skip_tool_tokens_in_head(trainer) -> None:
             labels = torch.cat([labels[:, :-n], labels[:, -n:].masked_fill(scored == 0, -100)], dim=1)
         return fused(*args, labels=labels, fused_lm_head=fused_lm_head, **kwargs)
     model.forward = forward
+
+# %% ../nbs/11_trainer.ipynb #d523cc02
+COMPLETION_KEYS = ("completion_ids", "completion_mask", "tool_mask", "old_per_token_logps", "ref_per_token_logps",
+                   "sampling_per_token_logps", "importance_sampling_ratio")   # TRL's per-completion-token tensors
+
+def trim_padding(inputs: dict) -> dict:
+    "A TRL micro-batch without the columns that are padding in every row (left of the prompts, right of the completions)."
+    if any(k in inputs for k in ("pixel_values", "token_type_ids", "mm_token_type_ids")): return inputs   # positions tied to images
+    prompt_used, completion_used = inputs["prompt_mask"].any(0).nonzero(), inputs["completion_mask"].any(0).nonzero()
+    start = int(prompt_used[0]) if len(prompt_used) else 0
+    end = int(completion_used[-1]) + 1 if len(completion_used) else 1
+    width = inputs["completion_ids"].shape[1]
+    out = dict(inputs, prompt_ids=inputs["prompt_ids"][:, start:], prompt_mask=inputs["prompt_mask"][:, start:])
+    for k in COMPLETION_KEYS:
+        v = out.get(k)
+        if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape[1] == width: out[k] = v[:, :end]
+    return out
 
 # %% ../nbs/11_trainer.ipynb #bdff8d55
 def build_engine(model, tokenizer, config: TrainConfig, tool=None) -> RolloutEngine:

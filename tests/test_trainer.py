@@ -96,13 +96,15 @@ def test_environment_tokens_get_no_gradient(two_steps):
     assert sampled_with_grad > 0, "no sampled token received a gradient"
 
 
-def test_skipping_tool_tokens_in_the_head_leaves_the_step_unchanged(tmp_path):
-    """The loss's LM head skips observation tokens (`skip_tool_tokens_in_head`): same rollouts, same loss and gradient."""
+def test_skipping_tool_tokens_and_padding_leaves_the_step_unchanged(tmp_path):
+    """The loss's LM head skips observation tokens (`skip_tool_tokens_in_head`) and each micro-batch its all-padding
+    columns (`trim_padding`): same rollouts, same loss and gradient as without either."""
     torch.set_num_threads(1)
     logs = {}
     for skip in (True, False):
-        trainer = build_trainer(tiny_config(tmp_path / str(skip), max_steps=1, save_steps=10), reward_funcs=TOY_REWARDS)
-        trainer.skip_tool_tokens = skip
+        trainer = build_trainer(tiny_config(tmp_path / str(skip), max_steps=1, save_steps=10, num_generations=4,
+                                            gradient_accumulation=2), reward_funcs=TOY_REWARDS)
+        trainer.skip_tool_tokens = trainer.trim_micro_batches = skip
         env_logps = []   # the log-probs the loss got on observation tokens
         loss_fn, logps_fn = trainer._compute_loss, trainer._get_per_token_logps_and_entropies
         def logps_spy(*args, logps_fn=logps_fn, **kwargs):
@@ -111,7 +113,9 @@ def test_skipping_tool_tokens_in_the_head_leaves_the_step_unchanged(tmp_path):
             return out
         def spy(model, inputs, loss_fn=loss_fn):
             loss = loss_fn(model, inputs)
-            env = inputs["completion_mask"].bool() & (inputs["tool_mask"] == 0)
+            n = spy.logps.shape[1]   # the completion width the model ran on: padding columns may have been dropped
+            env = inputs["completion_mask"][:, :n].bool() & (inputs["tool_mask"][:, :n] == 0)
+            assert not inputs["completion_mask"][:, n:].any()   # only padding was
             env_logps.append(spy.logps[env])
             return loss
         trainer._compute_loss, trainer._get_per_token_logps_and_entropies = spy, logps_spy
@@ -125,6 +129,34 @@ def test_skipping_tool_tokens_in_the_head_leaves_the_step_unchanged(tmp_path):
     assert on["rollout/completion_tokens"] == off["rollout/completion_tokens"]   # the same rollouts
     for k in ("loss", "grad_norm", "entropy"):
         assert on[k] == pytest.approx(off[k], rel=1e-4, abs=1e-6), k
+
+
+def test_trim_padding_gives_the_same_loss(tmp_path):
+    """A micro-batch with extra all-padding columns (left of the prompts, right of the completions) has the same loss
+    once `trim_padding` drops them as the original has without trimming."""
+    torch.set_num_threads(1)
+    trainer = build_trainer(tiny_config(tmp_path, max_steps=1, save_steps=10), reward_funcs=TOY_REWARDS)
+    seen, loss_fn = [], trainer._compute_loss
+    trainer._compute_loss = lambda model, inputs: seen.append(inputs) or loss_fn(model, inputs)
+    trainer.train()
+    inputs, pad = seen[0], trainer.processing_class.pad_token_id
+    def widen(t, left, right, value):
+        return torch.cat([torch.full((t.shape[0], left), value, dtype=t.dtype), t, torch.full((t.shape[0], right), value, dtype=t.dtype)], 1)
+    padded = dict(inputs, prompt_ids=widen(inputs["prompt_ids"], 3, 0, pad), prompt_mask=widen(inputs["prompt_mask"], 3, 0, 0),
+                  completion_ids=widen(inputs["completion_ids"], 0, 7, pad), completion_mask=widen(inputs["completion_mask"], 0, 7, 0),
+                  tool_mask=widen(inputs["tool_mask"], 0, 7, 1))
+    trainer.model.eval()   # no LoRA dropout: the two forward passes must see the same weights
+    with torch.no_grad():
+        trainer.trim_micro_batches = False
+        reference = loss_fn(trainer.model, inputs)
+        untrimmed = loss_fn(trainer.model, padded)
+        trainer.trim_micro_batches = True
+        trimmed = loss_fn(trainer.model, padded)
+    assert trimmed.item() == pytest.approx(reference.item(), rel=1e-4, abs=1e-6)
+    assert untrimmed.item() == pytest.approx(reference.item(), rel=1e-3, abs=1e-5)   # padding is masked either way
+    from search_r1_course.trainer import trim_padding
+    t = trim_padding(padded)
+    assert t["completion_ids"].shape[1] <= inputs["completion_ids"].shape[1] and t["prompt_ids"].shape[1] <= inputs["prompt_ids"].shape[1]
 
 
 def test_metrics_jsonl_has_the_course_names(two_steps):
