@@ -9,8 +9,10 @@ as the main job's GRPO stage. --model should be a warm-started policy (a folder 
 e.g. runs/cpu/warm_start/model); the default, the untrained packaged model, writes other (often longer) turns.
 Per variant: --steps optimizer steps after one warm-up step (not counted); the medians of the training log's
 `time/step_s`, `time/rollout_s` and `time/update_s` (everything but the rollout: rewards, the loss's forward and
-backward passes, the optimizer). "baseline" is the same trainer with the rollout generator's row cache and decode
-attention switched off. --micro-batches measures the cached trainer again with the step's 16 trajectories split into
+backward passes, the optimizer). "baseline" is the same trainer with the course's speed-ups switched off: the rollout
+generator's row cache and decode attention; in the update, the completion-only LM head (TRL then scores every
+position of each sequence, prompt and padding included, as it does on any device without Triton), the skipped
+observation tokens and the micro-batches' trimmed padding. --micro-batches measures the cached trainer again with the step's 16 trajectories split into
 that many micro-batches (the preset's `gradient_accumulation`, 4: micro-batches of 4; fewer, larger micro-batches make
 larger matrix products and cost more memory). The course's target is a median step of at most 10 s. Run nothing else
 CPU-heavy meanwhile.
@@ -51,6 +53,7 @@ def measure(name: str, cached: bool, out: str, accumulation: int = 4) -> dict:
         generator = trainer.rollout_recorder.engine.generator
         generator.row_cache, generator.fast_attention = None, False
         compact_lm_head_on_cpu(False)
+        trainer.skip_tool_tokens = trainer.trim_micro_batches = False
     start = load()
     trainer.train()
     rows = [r for r in read_metrics(os.path.join(out, "metrics.jsonl")) if "time/step_s" in r][1:]  # drop the warm-up step
@@ -68,7 +71,7 @@ def main():
         if not args.skip_baseline:
             old = measure("baseline", False, os.path.join(d, "baseline"))
             print(f"rollout: {old['time/rollout_s'] / new['time/rollout_s']:.2f}x faster with the caches; "
-                  f"update: {old['time/update_s'] / new['time/update_s']:.2f}x with the completion-only LM head; "
+                  f"update: {old['time/update_s'] / new['time/update_s']:.2f}x with the LM head on the policy's tokens and trimmed padding; "
                   f"step: {old['time/step_s'] / new['time/step_s']:.2f}x")
         for n in args.micro_batches[1:]:
             other = measure(f"{n} micro", True, os.path.join(d, f"micro{n}"), n)
