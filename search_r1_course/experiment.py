@@ -99,7 +99,9 @@ def warm_config(config: ExperimentConfig) -> WarmStartConfig:
     "The warm-start stage, with the GRPO run's policy, retriever and budgets."
     g = grpo_config(config, None)
     return WarmStartConfig(model=g.model, dtype=g.dtype, threads=g.threads, sources=config.warm_sources,
-                           n_samples=config.warm_samples, refine=config.warm_refine, prompt_style=config.prompt_style, retriever=g.retriever,
+                           n_samples=config.warm_samples, refine=config.warm_refine, prompt_style=config.prompt_style,
+                           protocol=g.protocol, retriever=g.retriever, corpus_path=g.corpus_path, index_dir=g.index_dir,
+                           retriever_url=g.retriever_url, encoder=g.encoder,
                            topk=g.topk, max_turns=g.max_turns, max_new_tokens_per_turn=g.max_new_tokens_per_turn,
                            max_total_tokens=g.max_total_tokens, max_obs_tokens=g.max_obs_tokens,
                            learning_rate=config.warm_learning_rate, lora_r=g.lora_r, lora_alpha=g.lora_alpha,

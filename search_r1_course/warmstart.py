@@ -20,7 +20,7 @@ import torch
 from .data import Passage, QASample, comma_list, load_named, load_world_corpus
 from .generate import GenerationOutput
 from .policy import load_policy
-from .protocol import ANSWER, SEARCH, THINK
+from .protocol import THINK, Answer, Protocol, Search, format_action
 from .reward import normalize_answer
 from .rollout import RolloutEngine, Trajectory, _encode, make_protocol, render_trajectory, rollout_config, search_config
 from .search import make_search_tool
@@ -38,13 +38,15 @@ BRIDGE_SENTENCES = {"founded_by": "{s} was founded by {b}.", "director": "{s} is
 
 def _think(text: str, turn: str) -> str: return f"<{THINK}> {text} </{THINK}>\n{turn}"
 
-def oracle_turns(sample: QASample, corpus: dict[str, Passage], facts: Callable[[str], dict] | None = None) -> list[str]:
-    "The turns an ideal policy writes for a world question: search every supporting passage's title, then answer."
+def oracle_turns(sample: QASample, corpus: dict[str, Passage], facts: Callable[[str], dict] | None = None,
+                 protocol: Protocol | None = None) -> list[str]:
+    "The turns an ideal policy writes for a world question: search every supporting passage's title, then answer; in `protocol`'s format (default: tags)."
     ids = (sample.meta or {}).get("supporting_ids")
     if not ids: raise ValueError(f"question {sample.id!r}: expected meta['supporting_ids'] (a world question), got {sample.meta!r}")
     missing = [i for i in ids if i not in corpus]
     if missing: raise KeyError(f"question {sample.id!r}: supporting passages {missing} are not in the corpus")
-    turns = [f"<{SEARCH}> {corpus[i].title} </{SEARCH}>" for i in ids] + [f"<{ANSWER}> {sample.golden_answers[0]} </{ANSWER}>"]
+    write = format_action if protocol is None else protocol.format_action
+    turns = [write(Search(corpus[i].title)) for i in ids] + [write(Answer(sample.golden_answers[0]))]
     if facts is None: return turns
     qtype, relation = sample.meta.get("qtype"), sample.meta.get("relation", "")
     if qtype == "2hop":   # say what the first passage said that the next search needs
@@ -86,7 +88,7 @@ def _found(traj: Trajectory, tokenizer, answer: str) -> bool:
 def oracle_trajectories(samples: Sequence[QASample], engine: RolloutEngine, corpus: dict[str, Passage],
                         facts: Callable[[str], dict] | None = None) -> tuple[list[Trajectory], dict[str, int]]:
     "Play the oracle on `samples` through `engine`'s protocol, tool and budgets; keep the answered, grounded ones."
-    scripts = {s.question: oracle_turns(s, corpus, facts) for s in samples}
+    scripts = {s.question: oracle_turns(s, corpus, facts, engine.protocol) for s in samples}
     oracle = RolloutEngine(OracleGenerator(engine.tokenizer, engine.protocol, scripts), engine.protocol, engine.tool,
                            engine.tokenizer, dataclasses.replace(engine.config, show_progress=False))
     trajs = oracle.run(list(samples), group_size=1, seed=0)
@@ -114,7 +116,12 @@ class WarmStartConfig:
     refine: bool = False                     # the oracle restates the bridge entity / the compared values in a <think>
     n_samples: int = 160                     # questions played (the kept ones are trained on)
     prompt_style: str = "short"
+    protocol: str = "tag"                    # 'tag' | 'tool_call': the oracle writes its moves in it
     retriever: str = "bm25"
+    corpus_path: str | None = None           # the search tool's corpus, index and backend, as in TrainConfig
+    index_dir: str | None = None
+    retriever_url: str = "http://127.0.0.1:8000/retrieve"
+    encoder: str = "minilm"
     topk: int = 1
     max_turns: int = 3
     max_new_tokens_per_turn: int = 40
@@ -134,6 +141,8 @@ class WarmStartConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"WarmStartConfig.{name}: expected a positive int, got {v!r}")
+        if self.protocol not in ("tag", "tool_call"):
+            raise ValueError(f"WarmStartConfig.protocol: expected 'tag' or 'tool_call', got {self.protocol!r}")
         if not self.learning_rate > 0: raise ValueError(f"WarmStartConfig.learning_rate: expected > 0, got {self.learning_rate}")
 
     def to_dict(self) -> dict: return dataclasses.asdict(self)
@@ -186,5 +195,7 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None) -> WarmStart
     merged = trainer.model.merge_and_unload()
     merged.save_pretrained(out/"model")
     tokenizer.save_pretrained(out/"model")
-    (out/"warm_start.json").write_text(json.dumps({"config": config.to_dict(), "counts": counts, "losses": losses}, indent=1))
-    return WarmStartResult(out/"model", counts, losses, time.perf_counter() - t0, render_trajectory(kept[0], tokenizer))
+    example = render_trajectory(kept[0], tokenizer)   # one demonstration, as the policy was taught it
+    (out/"warm_start.json").write_text(json.dumps({"config": config.to_dict(), "counts": counts, "losses": losses,
+                                                   "example": example}, indent=1))
+    return WarmStartResult(out/"model", counts, losses, time.perf_counter() - t0, example)

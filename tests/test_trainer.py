@@ -288,3 +288,22 @@ def test_report_to_tensorboard_writes_the_course_metrics(tmp_path):
         tags |= set(acc.Tags()["scalars"])
     for name in ("reward/mean", "rollout/search_calls", "search/success_rate"):
         assert any(t.endswith(name) for t in tags), (name, sorted(tags))
+
+
+def test_tool_call_protocol_runs_through_every_stage(tmp_path):
+    """`protocol: tool_call` reaches the warm start's oracle, GRPO's rollouts and every evaluation of the main job."""
+    from search_r1_course.experiment import ExperimentConfig, run_experiment
+    torch.set_num_threads(1)
+    tiny = dict(dtype="fp32", num_generations=2, questions_per_step=2, gradient_accumulation=1, lora_r=4, lora_alpha=8,
+                protocol="tool_call")
+    config = ExperimentConfig(name="tools", runs_dir=str(tmp_path), model=str(tiny_random_model()), threads=1,
+                              eval_n_per_source=1, eval_batch_size=8, warm_samples=4, grpo_steps=1, train_overrides=json.dumps(tiny))
+    result = run_experiment(config)
+    warm = json.loads((config.out / "warm_start" / "warm_start.json").read_text())
+    assert warm["config"]["protocol"] == "tool_call" and warm["counts"]["kept"] > 0
+    assert "<tool_call>" in warm["example"] and "<search>" not in warm["example"]   # the oracle demonstrated tool calls
+    assert json.loads((config.out / "grpo" / "config.json").read_text())["protocol"] == "tool_call"
+    rollouts = [json.loads(line) for line in (config.out / "grpo" / "rollouts.jsonl").read_text().splitlines()]
+    assert rollouts and all(r["status"] for r in rollouts)
+    for name, r in result.results.items():
+        assert r.setup["protocol"] == "tool_call", name
