@@ -99,7 +99,7 @@ def plot_failures(table, title: str | None = None, ax=None):
 
 # %% ../nbs/12b_analysis.ipynb #59703b90
 def behaviour_table(results: Mapping[str, Any]):
-    "Per policy: searches per question and their spread, verbatim queries, answers read from a passage or copied."
+    "Per policy: searches per question and their spread, verbatim queries, answers read or copied, episodes ended by an answer."
     import pandas as pd
     rows = {}
     for name, result in results.items():
@@ -114,7 +114,8 @@ def behaviour_table(results: Mapping[str, Any]):
                       "1 search": sum(r["searches"] == 1 for r in recs) / n,
                       "2+ searches": sum(r["searches"] >= 2 for r in recs) / n,
                       "query = question": sum(q == question for q, question in queries) / max(len(queries), 1),
-                      "answer read from a passage": len(read) / n, "answer copied from the question": len(copied) / n}
+                      "answer read from a passage": len(read) / n, "answer copied from the question": len(copied) / n,
+                      "stopped with an answer": sum(r.get("status") == "answered" for r in recs) / n}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 # %% ../nbs/12b_analysis.ipynb #67416cdc
