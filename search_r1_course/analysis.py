@@ -17,7 +17,7 @@ from .reward import inspect_response, normalize_answer
 # %% auto #0
 __all__ = ['FAILURES', 'FAILURE_COLORS', 'SEARCH_BINS', 'retrieved_text', 'copied_from_question', 'repeated_query',
            'failure_category', 'failure_table', 'plot_failures', 'behaviour_table', 'search_shares', 'plot_stages',
-           'side_by_side', 'pick_changed']
+           'answers_side_by_side', 'pick_changed']
 
 # %% ../nbs/12b_analysis.ipynb #067de1a2
 def retrieved_text(record: Mapping) -> str:
@@ -160,12 +160,12 @@ def _trajectory_html(text: str) -> str:
     out = html.escape(text).replace("⟦", '<span style="background:#e8eef7;color:#444">').replace("⟧", "</span>")
     return out.replace("\n", "<br>")
 
-def side_by_side(results: Mapping[str, Any], question_id: str) -> str:
+def answers_side_by_side(results: Mapping[str, Any], question_id: str) -> str:
     "HTML: question `question_id` as each policy of `results` answered it, side by side."
     cols = []
     for name, result in results.items():
         rec = next((r for r in _records(result) if r["id"] == question_id), None)
-        if rec is None: raise KeyError(f"side_by_side: policy {name!r} has no record for question {question_id!r}")
+        if rec is None: raise KeyError(f"answers_side_by_side: policy {name!r} has no record for question {question_id!r}")
         verdict = "correct" if rec["correct"] else f"wrong: {failure_category(rec)}"
         cols.append(f'<td style="vertical-align:top;width:{100 // len(results)}%;font-size:12px"><b>{html.escape(name)}</b>: '
                     f'{html.escape(str(rec["prediction"]))} ({verdict}, {rec["searches"]} searches)<br><br>'

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .analysis import behaviour_table, failure_table, pick_changed, plot_failures, plot_stages, side_by_side
+from .analysis import answers_side_by_side, behaviour_table, failure_table, pick_changed, plot_failures, plot_stages
 from .data import comma_list, load_named, sample_per_source
 from .evaluation import EvalConfig, EvalResult, evaluate_policy, markdown_table
 from .trainer import TrainConfig, get_preset, peak_rss_gb, plot_curves, read_metrics, train
@@ -230,7 +230,7 @@ def _analysis_sections(result: ExperimentResult) -> list[str]:
     if len(names) >= 2:   # one question whose verdict training changed, 2-hop first
         before, after = names[-2], names[-1]
         changed = pick_changed(results, before, after, "world_2hop") or pick_changed(results, before, after)
-        if changed: lines += [f"## One question, {before} and {after}", "", side_by_side({n: results[n] for n in (before, after)}, changed[0]), ""]
+        if changed: lines += [f"## One question, {before} and {after}", "", answers_side_by_side({n: results[n] for n in (before, after)}, changed[0]), ""]
     return lines
 
 def write_report(result: ExperimentResult) -> Path:
