@@ -14,13 +14,17 @@ export TOKENIZERS_PARALLELISM ?= false
 
 .PHONY: demo test install dev vllm-dev check-sync test-main test-vllm clean-venv
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
+# A virtual environment in folder $(1): its python with an up-to-date pip, then the pinned CPU torch (`$(1)/.torch`).
+define venv_with_torch
+$(1)/bin/python:
+	$$(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install -q --upgrade pip
 
-$(VENV)/.torch: | $(BIN)/python
-	$(PIP) install -q "$(TORCH)" || $(PIP) install -q "$(TORCH)" --index-url $(TORCH_CPU_INDEX)
-	touch $@
+$(1)/.torch: | $(1)/bin/python
+	$(1)/bin/python -m pip install -q "$$(TORCH)" || $(1)/bin/python -m pip install -q "$$(TORCH)" --index-url $$(TORCH_CPU_INDEX)
+	touch $$@
+endef
+$(eval $(call venv_with_torch,$(VENV)))
 
 $(VENV)/.installed: pyproject.toml $(VENV)/.torch
 	$(PIP) install -q -e .
@@ -45,13 +49,7 @@ VLLM_TRANSFORMERS ?= transformers>=5.16.1,<5.20
 # (`torchvision::nms does not exist`); vLLM's text models do not need them.
 VLLM_BREAKS := torchvision torchaudio torchcodec
 
-$(VLLM_BIN)/python:
-	$(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_PIP) install -q --upgrade pip
-
-$(VLLM_VENV)/.torch: | $(VLLM_BIN)/python
-	$(VLLM_PIP) install -q "$(TORCH)" || $(VLLM_PIP) install -q "$(TORCH)" --index-url $(TORCH_CPU_INDEX)
-	touch $@
+$(eval $(call venv_with_torch,$(VLLM_VENV)))
 
 $(VLLM_VENV)/.dev: pyproject.toml $(VLLM_VENV)/.torch
 	$(VLLM_PIP) install -q -e ".[dev]" "$(VLLM_TRANSFORMERS)"
