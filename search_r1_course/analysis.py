@@ -8,6 +8,7 @@ Docs: https://search-r1-course.github.io/search_r1_course/analysis.html.md"""
 from __future__ import annotations
 
 import html
+import textwrap
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
@@ -142,7 +143,7 @@ def plot_stages(results: Mapping[str, Any], title: str | None = None):
         em_ax.bar_label(bars, fmt="%.2f", fontsize=7)
     em_ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sources))], [s.removeprefix("world_") for s in sources])
     em_ax.set_ylim(0, 1.05); em_ax.set_ylabel("exact match"); em_ax.legend(fontsize=8)
-    labels, bottoms = [f"{s.removeprefix('world_')}\n{n}" for s in sources for n in names], None
+    labels, bottoms = [f"{s.removeprefix('world_')}\n" + textwrap.fill(n, 8) for s in sources for n in names], None
     shares = [search_shares(by[n, s]) for s in sources for n in names]
     for b, bin_name in enumerate(SEARCH_BINS):
         col = [sh[b] for sh in shares]

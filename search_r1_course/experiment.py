@@ -20,8 +20,8 @@ from .trainer import TrainConfig, get_preset, peak_rss_gb, plot_curves, read_met
 from .warmstart import WarmStartConfig, warm_start
 
 # %% auto #0
-__all__ = ['STAGES', 'ExperimentConfig', 'set_by_experiment', 'grpo_config', 'warm_config', 'eval_config', 'ExperimentResult',
-           'run_experiment', 'results_table', 'pick_examples', 'write_report']
+__all__ = ['MAIN_JOB_GRPO', 'STAGES', 'ExperimentConfig', 'set_by_experiment', 'grpo_config', 'warm_config', 'eval_config',
+           'ExperimentResult', 'run_experiment', 'results_table', 'pick_examples', 'write_report']
 
 # %% ../nbs/13_experiment.ipynb #7ce69c08
 @dataclass
@@ -40,19 +40,20 @@ class ExperimentConfig:
     prompt_style: str = "short"              # the warm-started policies do not need demonstrations
     # warm start
     warm_start: bool = True
-    warm_sources: str = "world_1hop"
-    warm_samples: int = 80                   # enough to teach the moves, too few to teach reading the answer
+    warm_sources: str = "world_1hop,world_2hop,world_comparison"   # the oracle shows when to search again
+    warm_samples: int = 240                  # questions the oracle plays (the ones it answers are trained on)
     warm_refine: bool = False                # the oracle restates the bridge entity / the compared values (<think>)
     warm_learning_rate: float = 2e-4
+    warm_epochs: int = 3                     # passes over them: one pass does not teach when to stop searching
     # GRPO
-    grpo_sources: str = "world_1hop,world_comparison"   # comparisons to learn, 1-hop lookups so as not to forget them
-    grpo_steps: int | None = 36              # None: the preset's max_steps
-    grpo_learning_rate: float | None = 2e-4  # None: the preset's
-    retrieval_score: float = 0.0             # partial credit for a wrong answer whose retrieval held the answer
-    retrieval_sources: str | None = None     # the question types that earn it (None: all)
+    grpo_sources: str = "world_1hop,world_2hop,world_comparison"   # every type, so none forgets its search count
+    grpo_steps: int | None = 30              # None: the preset's max_steps
+    grpo_learning_rate: float | None = 1e-4  # None: the preset's
+    retrieval_score: float = 0.5             # partial credit for a wrong answer whose retrieval held the answer
+    retrieval_sources: str | None = "world_2hop"   # the question types that earn it (None: all)
     curriculum_sources: str | None = None    # GRPO's first curriculum_steps steps train on these types only
     curriculum_steps: int = 0
-    train_overrides: str = "{}"              # JSON object of any other TrainConfig fields, e.g. '{"num_generations": 4}'
+    train_overrides: str = "{}"              # JSON object of other TrainConfig fields, over MAIN_JOB_GRPO: '{"num_generations": 4}'
     seed: int = 0
 
     def __post_init__(self):
@@ -77,6 +78,8 @@ class ExperimentConfig:
     def out(self) -> Path: return Path(self.runs_dir)/self.name
     def to_dict(self) -> dict: return dataclasses.asdict(self)
 
+MAIN_JOB_GRPO = dict(max_total_tokens=384, questions_per_step=4, num_generations=6, scale_rewards="batch")
+
 def set_by_experiment(config: ExperimentConfig) -> dict:
     "The `TrainConfig` fields the experiment always sets for its GRPO stage (`train_overrides` may not)."
     return dict(output_dir=str(config.out/"grpo"), data_sources=config.grpo_sources, eval_n_per_source=0,
@@ -87,7 +90,7 @@ def set_by_experiment(config: ExperimentConfig) -> dict:
 # %% ../nbs/13_experiment.ipynb #2ecc4de6
 def grpo_config(config: ExperimentConfig, start_model: str | None) -> TrainConfig:
     "The GRPO stage: the preset, started from `start_model`, on the experiment's questions, prompt and step count."
-    over = dict(json.loads(config.train_overrides), **set_by_experiment(config))
+    over = {**MAIN_JOB_GRPO, **json.loads(config.train_overrides), **set_by_experiment(config)}
     if start_model is not None: over["model"] = start_model
     elif config.model is not None: over["model"] = config.model
     if config.threads is not None: over["threads"] = config.threads
@@ -104,8 +107,8 @@ def warm_config(config: ExperimentConfig) -> WarmStartConfig:
                            retriever_url=g.retriever_url, encoder=g.encoder,
                            topk=g.topk, max_turns=g.max_turns, max_new_tokens_per_turn=g.max_new_tokens_per_turn,
                            max_total_tokens=g.max_total_tokens, max_obs_tokens=g.max_obs_tokens,
-                           learning_rate=config.warm_learning_rate, lora_r=g.lora_r, lora_alpha=g.lora_alpha,
-                           lora_targets=g.lora_targets, seed=config.seed, output_dir=str(config.out/"warm_start"))
+                           learning_rate=config.warm_learning_rate, epochs=config.warm_epochs,
+                           lora_r=g.lora_r, lora_alpha=g.lora_alpha, lora_targets=g.lora_targets, seed=config.seed, output_dir=str(config.out/"warm_start"))
 
 def eval_config(config: ExperimentConfig, prompt_style: str) -> EvalConfig:
     "How every stage is evaluated: greedy, the GRPO run's retriever and budgets, `prompt_style`."
