@@ -108,7 +108,8 @@ def warm_config(config: ExperimentConfig) -> WarmStartConfig:
                            topk=g.topk, max_turns=g.max_turns, max_new_tokens_per_turn=g.max_new_tokens_per_turn,
                            max_total_tokens=g.max_total_tokens, max_obs_tokens=g.max_obs_tokens,
                            learning_rate=config.warm_learning_rate, epochs=config.warm_epochs,
-                           lora_r=g.lora_r, lora_alpha=g.lora_alpha, lora_targets=g.lora_targets, seed=config.seed, output_dir=str(config.out/"warm_start"))
+                           lora_r=g.lora_r, lora_alpha=g.lora_alpha, lora_targets=g.lora_targets, seed=config.seed,
+                           output_dir=str(config.out/"warm_start"))
 
 def eval_config(config: ExperimentConfig, prompt_style: str) -> EvalConfig:
     "How every stage is evaluated: greedy, the GRPO run's retriever and budgets, `prompt_style`."
