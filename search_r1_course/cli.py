@@ -8,66 +8,86 @@ Docs: https://search-r1-course.github.io/search_r1_course/cli.html.md"""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import textwrap
-import types
-import typing
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Sequence
+
+from .config import opt, parse_config
 
 # %% auto #0
-__all__ = ['HEAVY_COMMANDS', 'parse_bool', 'add_dataclass_args', 'dataclass_from_args', 'show_world', 'run_demo', 'run_serve',
-           'run_search', 'run_train', 'run_eval', 'run_compare', 'build_parser', 'main']
+__all__ = ['SEARCH_RECIPE_NAMES', 'COMMAND_HELP', 'CONFIG_COMMANDS', 'RUNNERS', 'TrainCommand', 'EvalCommand', 'ServeCommand',
+           'parse_command', 'show_world', 'run_demo', 'run_serve', 'run_search', 'run_train', 'run_eval', 'run_compare',
+           'build_parser', 'main']
 
 # %% ../nbs/14_cli.ipynb #8c693462
-def _base_type(tp):
-    "The scalar type behind `tp` (unwrapping `X | None`), or None when it is not a scalar."
-    if isinstance(tp, str): tp = {"int": int, "float": float, "str": str, "bool": bool}.get(tp.replace(" | None", "").strip(), tp)
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _base_type(args[0]) if len(args) == 1 else None
-    return tp if tp in (int, float, str, bool) else None
+@dataclass
+class TrainCommand:
+    "What `train` takes besides its `TrainConfig`."
+    preset: str = opt("cpu", "the trainer preset whose recipe is the base: cpu (recipes/train-cpu.yaml) or gpu "
+                             "(recipes/gpu-qwen2.5-3b.yaml); --config names another recipe instead")
+    resume_from: str | None = opt(None, "a checkpoint-N folder, or 'latest'")
 
-def parse_bool(s: str) -> bool:
-    "Read a command-line boolean: true/false, yes/no, 1/0, on/off."
-    v = str(s).strip().lower()
-    if v in ("1", "true", "yes", "on"): return True
-    if v in ("0", "false", "no", "off"): return False
-    raise argparse.ArgumentTypeError(f"expected a boolean (true/false, yes/no, 1/0), got {s!r}")
+@dataclass
+class EvalCommand:
+    "What `eval` takes besides its `EvalConfig`."
+    out: str | None = opt(None, "a folder to write records.jsonl (one line per question) and summary.json into, or a "
+                                ".json file to write both into")
+    compare: str | None = opt(None, "an earlier result to compare EM with, per source")
 
-def _optional(conv):
-    def f(s: str):
-        return None if s.strip().lower() in ("none", "null") else conv(s)
-    f.__name__ = getattr(conv, "__name__", "value")
-    return f
+@dataclass
+class ServeCommand:
+    "Where `serve-retriever` listens."
+    host: str = opt("127.0.0.1", "interface to bind (loopback only by default)")
+    port: int = opt(8000)
+
+SEARCH_RECIPE_NAMES = {"retriever": "kind", "retriever_url": "url"}   # a run recipe's search options, as SearchConfig names them
 
 # %% ../nbs/14_cli.ipynb #8086fdea
-def add_dataclass_args(parser: argparse.ArgumentParser, cls, prefix: str = "", skip: Sequence[str] = ()) -> list[str]:
-    "Add one `--{prefix}{field}` option per scalar field of dataclass `cls`; returns the field names added."
-    hints = typing.get_type_hints(cls)
-    added = []
-    for f in dataclasses.fields(cls):
-        if f.name in skip: continue
-        base = _base_type(hints.get(f.name, f.type))
-        if base is None: continue
-        conv = parse_bool if base is bool else base
-        optional = _base_type(hints.get(f.name)) is not None and type(None) in typing.get_args(hints.get(f.name))
-        default = f.default if f.default is not dataclasses.MISSING else None
-        text = f.metadata.get("help")
-        parser.add_argument(f"--{prefix}{f.name.replace('_', '-')}", dest=f"{prefix.replace('-', '_')}{f.name}",
-                            type=_optional(conv) if optional else conv, default=argparse.SUPPRESS,
-                            metavar=base.__name__.upper(),
-                            help=((f"{text} " if text else "") + f"(default: {default!r})").replace("%", "%%"))
-        added.append(f.name)
-    return added
+COMMAND_HELP = {
+    "world": "print world statistics and sample questions with their passages",
+    "search": "print the observation the policy would read for each query",
+    "serve-retriever": "serve a retriever with Search-R1's /retrieve contract",
+    "train": "train the policy with GRPO (TRL) from a preset or recipe; every TrainConfig field is an option",
+    "eval": "evaluate a policy (model, adapter or hub id) on N questions per data source",
+    "compare": "print saved evaluations side by side (refuses runs with different search setups or questions)",
+    "demo": "the main job on the embedded default: evaluate, warm-start, GRPO, evaluate, report",
+}
+CONFIG_COMMANDS = ("search", "serve-retriever", "train", "eval", "demo")   # they read a recipe (--config) and options
 
-def dataclass_from_args(cls, args: argparse.Namespace, base=None, prefix: str = ""):
-    "An instance of `cls` (or a copy of `base`) with every option given on the command line applied."
-    given = {f.name: getattr(args, f"{prefix.replace('-', '_')}{f.name}") for f in dataclasses.fields(cls)
-             if hasattr(args, f"{prefix.replace('-', '_')}{f.name}")}
-    return dataclasses.replace(base, **given) if base is not None else cls(**given)
+def _value_of(argv: Sequence[str], name: str) -> str | None:
+    for i, a in enumerate(argv):
+        if a == name and i + 1 < len(argv): return argv[i + 1]
+        if a.startswith(name + "="): return a.split("=", 1)[1]
+    return None
+
+def _queries(parser) -> None: parser.add_argument("queries", nargs="+", help="one or more queries")
+
+# %% ../nbs/14_cli.ipynb #9688bce5
+def parse_command(command: str, argv: Sequence[str]) -> tuple:
+    "The parsed configurations of `command`: its recipe (`--config`, or the default) under the options given in `argv`."
+    prog, desc = f"search-r1-course {command}", COMMAND_HELP[command]
+    if command in ("search", "serve-retriever"):
+        from search_r1_course.search import SearchConfig
+        classes = (SearchConfig,) if command == "search" else (SearchConfig, ServeCommand)
+        return parse_config(classes, argv, prog=prog, description=desc, rename=SEARCH_RECIPE_NAMES,
+                            extend=_queries if command == "search" else None)
+    if command == "train":
+        from search_r1_course.trainer import PRESETS, TrainConfig
+        preset = _value_of(argv, "--preset") or "cpu"
+        if preset not in PRESETS: raise ValueError(f"unknown preset {preset!r}: expected one of {sorted(PRESETS)}")
+        if _value_of(argv, "--preset") and _value_of(argv, "--config"):
+            raise ValueError("give --preset or --config, not both: a preset is a recipe (see trainer.PRESETS)")
+        return parse_config((TrainConfig, TrainCommand), argv, default_recipe=PRESETS[preset], prog=prog, description=desc)
+    if command == "eval":
+        from search_r1_course.evaluation import DATA_HELP, EvalConfig
+        return parse_config((EvalConfig, EvalCommand), argv, prog=prog, description=(
+            f"{desc}. --data takes {DATA_HELP}. Data errors are reported before the model loads."))
+    if command == "demo":
+        from search_r1_course.experiment import ExperimentConfig
+        return parse_config((ExperimentConfig,), argv, default_recipe="cpu", prog=prog, description=desc)
+    raise ValueError(f"{command!r} takes no configuration: expected one of {CONFIG_COMMANDS}")
 
 # %% ../nbs/14_cli.ipynb #bcab658a
 def show_world(n: int = 2, split: str = "test", seed: int = 0, width: int = 100, file=None) -> None:
@@ -88,51 +108,41 @@ def show_world(n: int = 2, split: str = "test", seed: int = 0, width: int = 100,
                                 subsequent_indent="      ", max_lines=3, placeholder=" ..."), file=file)
 
 # %% ../nbs/14_cli.ipynb #737cfd66
-def run_demo(args: argparse.Namespace, file=None) -> None:
-    "The main job on the embedded default (CPU, offline): base, warm start, GRPO, each evaluated; then the report."
+def run_demo(cfg, file=None) -> None:
+    "The main job (an `ExperimentConfig`; by default the embedded CPU recipe): base, warm start, GRPO, each evaluated; then the report."
     from search_r1_course.evaluation import markdown_table
-    from search_r1_course.experiment import ExperimentConfig, results_table, run_experiment
+    from search_r1_course.experiment import results_table, run_experiment
     file = file or sys.stdout
-    cfg = dataclass_from_args(ExperimentConfig, args)
     show_world(n=1, file=file)
-    print(f"\nmain job -> {cfg.out}: evaluate base, warm start, GRPO ({cfg.preset} preset), evaluate each", file=file, flush=True)
+    print(f"\nmain job -> {cfg.out}: evaluate base, warm start, GRPO ({cfg.max_steps} steps), evaluate each", file=file, flush=True)
     result = run_experiment(cfg)
     print("\n" + markdown_table(results_table(result.results)), file=file)
     print(f"\nreport: {result.report}", file=file)
 
 # %% ../nbs/14_cli.ipynb #388cf666
-def _search_config(args):
-    from search_r1_course.search import SearchConfig
-    return dataclass_from_args(SearchConfig, args, base=SearchConfig(kind=args.backend))
+def run_serve(search, serve: ServeCommand) -> None:
+    "Serve the configured retriever (a `SearchConfig`) over HTTP until interrupted."
+    from search_r1_course.server import serve as serve_http
+    serve_http(search, host=serve.host, port=serve.port)
 
-def run_serve(args: argparse.Namespace) -> None:
-    "Serve the configured retriever over HTTP until interrupted."
-    from search_r1_course.server import serve
-    serve(_search_config(args), host=args.host, port=args.port)
-
-def run_search(args: argparse.Namespace, file=None) -> None:
-    "Print the observation text for each query."
+def run_search(search, args: argparse.Namespace, file=None) -> None:
+    "Print the observation text for each query of `args.queries`."
     from search_r1_course.search import make_search_tool
-    tool = make_search_tool(_search_config(args))
+    tool = make_search_tool(search)
     for q, obs in zip(args.queries, tool.search_batch(args.queries)):
         print(f"> {q}\n{obs}\n", file=file or sys.stdout)
 
 # %% ../nbs/14_cli.ipynb #9cbfeeac
-def _train_config(args: argparse.Namespace):
-    from search_r1_course.trainer import TrainConfig, get_preset
-    return dataclass_from_args(TrainConfig, args, base=get_preset(args.preset))
-
 def _eval_data_for(train_data: str) -> str | None:
     "The evaluation data matching a run's training data (None when there is no test split to use)."
     if train_data in ("world", "search_r1") or Path(train_data).is_dir(): return train_data
     return None
 
-def run_train(args: argparse.Namespace, file=None) -> None:
-    "Train with GRPO; then plot the curves and, if asked, evaluate the trained policy."
+def run_train(cfg, command: TrainCommand, file=None) -> None:
+    "Train with GRPO (a `TrainConfig`); then plot the curves and, if asked, evaluate the trained policy."
     from search_r1_course.trainer import plot_curves, read_metrics, train
     file = file or sys.stdout
-    cfg = _train_config(args)
-    res = train(cfg, resume_from=args.resume_from)
+    res = train(cfg, resume_from=command.resume_from)
     out = Path(cfg.output_dir)
     steps = read_metrics(res.metrics_path)
     if steps:
@@ -151,21 +161,19 @@ def run_train(args: argparse.Namespace, file=None) -> None:
         result = evaluate_policy((res.trainer.model, res.trainer.processing_class), config=ecfg, out=out/"eval.json")
         print(markdown_table(result.table()), file=file)
 
-def run_eval(args: argparse.Namespace, file=None) -> None:
-    "Evaluate a policy on N questions per source; print the tables, optionally save and compare."
-    from search_r1_course.evaluation import (GROUP_KEYS, EvalConfig, EvalResult, compare_results, differences, evaluate_policy,
-                                             markdown_table)
+def run_eval(cfg, command: EvalCommand, file=None) -> None:
+    "Evaluate `cfg.model` (an `EvalConfig`) on N questions per source; print the tables, optionally save and compare."
+    from search_r1_course.evaluation import GROUP_KEYS, EvalResult, compare_results, differences, evaluate_policy, markdown_table
     file = file or sys.stdout
-    cfg = dataclass_from_args(EvalConfig, args)
-    before = EvalResult.load(args.compare) if args.compare else None   # a missing file stops us before the model loads
-    result = evaluate_policy(args.model, config=cfg, out=args.out)
+    before = EvalResult.load(command.compare) if command.compare else None   # a missing file stops us before the model loads
+    result = evaluate_policy(cfg.model, config=cfg, out=command.out)
     print(markdown_table(result.table()), file=file)
     for by in GROUP_KEYS:
         if any(by in r for r in result.records): print("\n" + markdown_table(result.table(by)), file=file)
-    if args.out: print(f"\nsaved: {args.out}", file=file)
-    if args.compare:
+    if command.out: print(f"\nsaved: {command.out}", file=file)
+    if command.compare:
         for d in differences({"before": before, "now": result}): print(f"warning: {d}", file=sys.stderr)
-        print(f"\nEM against {args.compare}:", file=file)
+        print(f"\nEM against {command.compare}:", file=file)
         print(markdown_table(compare_results({"before": before, "now": result})), file=file)
 
 def _run_names(paths: Sequence[str]) -> list[str]:
@@ -195,10 +203,8 @@ def run_compare(args: argparse.Namespace, file=None) -> None:
         print("\n" + show(failure_table(results)) + "\n\n" + show(behaviour_table(results)), file=file)
 
 # %% ../nbs/14_cli.ipynb #bed2eb91
-HEAVY_COMMANDS = ("train", "eval", "demo")  # their options come from modules that import torch and TRL
-
 def _add_compare(sub) -> None:
-    c = sub.add_parser("compare", help="print saved evaluations side by side (refuses runs with different search setups or questions)")
+    c = sub.add_parser("compare", help=COMMAND_HELP["compare"])
     c.add_argument("runs", nargs="+", metavar="RUN", help="an evaluation folder (summary.json + records.jsonl) or .json file")
     c.add_argument("--markdown", action="store_true", help="print markdown tables (for a report) instead of aligned text")
     c.add_argument("--force", action="store_true", help="print the table even when the runs differ, with a warning per difference")
@@ -208,62 +214,34 @@ def _add_compare(sub) -> None:
                         "(default: em,f1,format,searches)")
     c.set_defaults(func=run_compare)
 
-def build_parser(full: bool = True) -> argparse.ArgumentParser:
-    "The `search-r1-course` argument parser; `full=False` leaves out the options of `train`/`eval` (a fast start for the rest)."
+def build_parser() -> argparse.ArgumentParser:
+    "The `search-r1-course` parser: every command listed; `world` and `compare` parsed here, the others by `parse_command`."
     from search_r1_course.data import SPLITS
-    from search_r1_course.search import SearchConfig
-    p = argparse.ArgumentParser(prog="search-r1-course",
-                                description="Search-R1 on a laptop: the course's command line.")
+    p = argparse.ArgumentParser(prog="search-r1-course", description="Search-R1 on a laptop: the course's command line. "
+                                "`search-r1-course COMMAND --help` lists a command's options; --config NAME|FILE reads a recipe.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    w = sub.add_parser("world", help="print world statistics and sample questions with their passages")
+    w = sub.add_parser("world", help=COMMAND_HELP["world"])
     w.add_argument("--n", type=int, default=2, help="questions per type")
     w.add_argument("--split", choices=list(SPLITS), default="test")
     w.add_argument("--seed", type=int, default=0)
     w.set_defaults(func=lambda a: show_world(a.n, a.split, a.seed))
-    d = sub.add_parser("demo", help="the main job on the embedded default: evaluate, warm-start, GRPO, evaluate, report")
-    d.set_defaults(func=run_demo)
-    for name, func, help in [("serve-retriever", run_serve, "serve a retriever with Search-R1's /retrieve contract"),
-                             ("search", run_search, "print the observation the policy would read for each query")]:
-        s = sub.add_parser(name, help=help)
-        s.add_argument("--backend", default="bm25", choices=["bm25", "dense", "http", "wikipedia"])
-        if name == "serve-retriever":
-            s.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback only)")
-            s.add_argument("--port", type=int, default=8000)
-        else:
-            s.add_argument("queries", nargs="+", help="one or more queries")
-        add_dataclass_args(s, SearchConfig, skip=("kind",))
-        s.set_defaults(func=func)
-    t = sub.add_parser("train", help="train the policy with GRPO (TRL) from a preset; every TrainConfig field is an option",
-                       description="Train with GRPO. --preset sets every field first (see trainer.PRESETS); the defaults "
-                                   "listed below are TrainConfig's own, used only where the preset sets nothing.")
-    e = sub.add_parser("eval", help="evaluate a policy (model, adapter or hub id) on N questions per data source")
-    t.set_defaults(func=run_train)
-    e.set_defaults(func=run_eval)
+    for name in CONFIG_COMMANDS: sub.add_parser(name, help=COMMAND_HELP[name] + " (options: COMMAND --help)", add_help=False)
     _add_compare(sub)
-    if not full: return p
-    from search_r1_course.evaluation import DATA_HELP, EvalConfig
-    from search_r1_course.experiment import ExperimentConfig
-    add_dataclass_args(d, ExperimentConfig)
-    from search_r1_course.trainer import PRESETS, TrainConfig
-    t.add_argument("--preset", choices=sorted(PRESETS), default="cpu", help="starting configuration (default: cpu)")
-    t.add_argument("--resume-from", default=None, metavar="CHECKPOINT", help="a checkpoint-N folder, or 'latest'")
-    add_dataclass_args(t, TrainConfig)
-    e.description = (f"Evaluate a policy greedily through the rollout engine on N questions per data source. --data takes "
-                     f"{DATA_HELP}. Data errors are reported before the model loads.")
-    e.add_argument("--model", default=None, help="model folder, LoRA adapter folder or hub id (default: the packaged model)")
-    e.add_argument("--out", default=None, help="a folder to write records.jsonl (one line per question) and summary.json "
-                                               "into, or a .json file to write both into")
-    e.add_argument("--compare", default=None, metavar="RUN", help="an earlier result to compare EM with, per source")
-    add_dataclass_args(e, EvalConfig)
     return p
+
+RUNNERS = {"search": run_search, "serve-retriever": run_serve, "train": run_train, "eval": run_eval, "demo": run_demo}
 
 def main(argv: Sequence[str] | None = None) -> int:
     "Entry point of `search-r1-course`: bad input ends with one clear line on stderr and exit code 1, not a traceback."
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(full=bool(argv) and argv[0] in HEAVY_COMMANDS).parse_args(argv)
-    try: args.func(args)
+    command = argv[0] if argv else None
+    try:
+        if command in CONFIG_COMMANDS: RUNNERS[command](*parse_command(command, argv[1:]))
+        else:
+            args = build_parser().parse_args(argv)
+            args.func(args)
     except (OSError, ValueError, TypeError) as e:   # OSError: a missing file, a model that cannot be loaded
-        print(f"search-r1-course {args.command}: error: {e}", file=sys.stderr)
+        print(f"search-r1-course {command}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt: return 130
     return 0

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
+from .config import PolicyArgs, RolloutArgs, SearchArgs, derive, opt
 from .data import EVAL_SOURCES, SPLITS, QASample, load_named, sample_per_source, source_mapping
 from .generate import TransformersGenerator
 from .protocol import ToolCallProtocol
@@ -38,52 +39,28 @@ DATA_HELP = ("'world' (the shipped fictional world), 'search_r1' (PeterJinGo/nq_
              "holding <split>.parquet")
 
 @dataclass
-class EvalConfig:
-    "Which questions, how the policy is run on them, and how answers are graded."
-    data: str = field(default="world", metadata={"help": f"the questions: {DATA_HELP}"})
-    split: str = field(default="test", metadata={"help": f"which split of the data to evaluate on: {', '.join(SPLITS)}"})
-    sources: str | None = field(default=None, metadata={"help": "comma-separated data_source names to keep (other spellings "
-                                                                "of the benchmarks, such as tq, are mapped); None: every source"})
-    answer_sep: str | None = field(default=None, metadata={"help": "split answer strings on this separator; None: only on "
-                                                                   "<|answer_split|>"})
-    n_per_source: int = field(default=50, metadata={"help": "questions drawn from each data source (seeded)"})
-    seed: int = 0
-    batch_size: int = 32                     # questions in play at once (a new one enters as another finishes)
-    temperature: float = 0.0                 # 0: greedy
-    top_p: float = 1.0
-    max_turns: int = 3
-    max_new_tokens_per_turn: int = 40
-    max_total_tokens: int = 256
-    max_obs_tokens: int = 96
-    prompt_style: str = "demo"
-    protocol: str = "tag"                    # 'tag' | 'tool_call'
-    retriever: str = "bm25"
-    topk: int = 1
-    corpus_path: str | None = None
-    index_dir: str | None = None
-    retriever_url: str = "http://127.0.0.1:8000/retrieve"
-    encoder: str = "minilm"
-    dtype: str | None = None                 # when loading a model by path
-    threads: int | None = None
-    show_progress: bool = True
+class EvalConfig(SearchArgs, RolloutArgs, PolicyArgs):
+    "Which questions, how the policy is run on them (the policy, rollout and search groups), and how answers are graded."
+    data: str = opt("world", f"the questions: {DATA_HELP}")
+    split: str = opt("test", f"which split of the data to evaluate on: {', '.join(SPLITS)}")
+    sources: str | None = opt(None, "comma-separated data_source names to keep (other spellings of the benchmarks, such as "
+                                    "tq, are mapped); None: every source")
+    answer_sep: str | None = opt(None, "split answer strings on this separator; None: only on <|answer_split|>")
+    n_per_source: int = opt(50, "questions drawn from each data source (seeded)")
+    seed: int = opt(0, "which questions are drawn, and the sampling seed")
+    batch_size: int = opt(32, "questions in play at once (a new one enters as another finishes)")
+    temperature: float = opt(0.0, "0: greedy")
+    top_p: float = opt(1.0)
+    show_progress: bool = opt(True, "a progress bar over the questions")
 
-    def __post_init__(self):
-        for name in ("n_per_source", "batch_size", "max_turns", "max_new_tokens_per_turn", "max_total_tokens",
-                     "max_obs_tokens", "topk"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"EvalConfig.{name}: expected a positive int, got {v!r}")
-        if self.protocol not in ("tag", "tool_call"):
-            raise ValueError(f"EvalConfig.protocol: expected 'tag' or 'tool_call', got {self.protocol!r}")
+    def check(self):
+        self.positive("n_per_source", "batch_size")
+        if self.temperature < 0: self.bad("temperature", ">= 0 (0: greedy)")
 
     @classmethod
     def like(cls, other, **overrides) -> EvalConfig:
         "An `EvalConfig` with the fields it shares with `other` (e.g. a `TrainConfig`) copied, then `overrides`; sampling stays greedy."
-        names = {f.name for f in fields(cls)} - {"temperature", "top_p", "seed", "show_progress", "split"}
-        shared = {n: getattr(other, n) for n in names if hasattr(other, n)}
-        return cls(**{**shared, **overrides})
-
-    def to_dict(self) -> dict: return dataclasses.asdict(self)
+        return derive(cls, other, exclude=("temperature", "top_p", "seed", "show_progress", "split"), **overrides)
 
 # %% ../nbs/12_eval.ipynb #2957c979
 def load_eval_samples(config: EvalConfig) -> list[QASample]:
@@ -308,13 +285,14 @@ def _engine_for(policy, config: EvalConfig) -> tuple[RolloutEngine, str, str | N
         return make_eval_engine(model, tok, config, tool), getattr(model, "name_or_path", "") or "", _corpus_name(config)
     from search_r1_course.policy import load_policy
     # an adapter is folded into the weights: the same function, without LoRA's extra matmuls on every token
-    model, tok = load_policy(policy, dtype=config.dtype, threads=config.threads, merge_adapter=True)
+    model, tok = load_policy(policy, dtype=config.dtype, device=config.device, threads=config.threads, merge_adapter=True)
     return make_eval_engine(model, tok, config, tool), str(policy or "smollm2-135m-instruct"), _corpus_name(config)
 
 def evaluate_policy(policy, samples: Sequence[QASample] | None = None, config: EvalConfig | None = None,
                     out: str | os.PathLike | None = None) -> EvalResult:
     "Run `policy` greedily on `samples` (default: the config's N per source), grade every answer, optionally save (`EvalResult.save`)."
     config = config or EvalConfig()
+    if policy is None: policy = config.model   # None again: the packaged model
     asked = ("data", "split", "sources", "n_per_source", "answer_sep")
     data = {k: getattr(config, k) for k in asked} if samples is None else None   # None: the caller chose the questions
     samples = list(load_eval_samples(config) if samples is None else samples)   # data errors first, before any model loads

@@ -14,106 +14,77 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .analysis import answers_side_by_side, behaviour_table, failure_table, pick_changed, plot_failures, plot_stages
+from .config import (GRPOArgs, LoraArgs, PolicyArgs, RewardArgs, RolloutArgs, SearchArgs, TrainDataArgs,
+                                     derive, opt)
 from .data import comma_list, load_named, sample_per_source
 from .evaluation import EvalConfig, EvalResult, evaluate_policy, markdown_table
-from .trainer import TrainConfig, get_preset, peak_rss_gb, plot_curves, read_metrics, train
+from .trainer import TrainConfig, peak_rss_gb, plot_curves, read_metrics, train
 from .warmstart import WarmStartConfig, warm_start
 
 # %% auto #0
-__all__ = ['MAIN_JOB_GRPO', 'STAGES', 'ExperimentConfig', 'set_by_experiment', 'grpo_config', 'warm_config', 'eval_config',
-           'ExperimentResult', 'run_experiment', 'results_table', 'pick_examples', 'write_report']
+__all__ = ['ALL_TYPES', 'STAGES', 'ExperimentConfig', 'grpo_config', 'warm_config', 'eval_config', 'ExperimentResult',
+           'run_experiment', 'results_table', 'pick_examples', 'write_report']
 
 # %% ../nbs/13_experiment.ipynb #7ce69c08
-@dataclass
-class ExperimentConfig:
-    "The main job: evaluate base, warm start, then GRPO; every stage on the same questions and budgets."
-    name: str = "cpu"                        # the run folder: <runs_dir>/<name>
-    runs_dir: str = "runs"
-    preset: str = "cpu"                      # GRPO starts from this trainer preset
-    model: str | None = None                 # None: the preset's model
-    threads: int | None = None
-    # evaluation: n held-out questions per type, greedy
-    eval_n_per_source: int = 200
-    eval_split: str = "test"                 # 'dev' while choosing a recipe; 'test' once, for the final run
-    eval_batch_size: int = 32
-    base_prompt_style: str = "demo"          # the untrained policy gets the course's best prompt
-    prompt_style: str = "short"              # the warm-started policies do not need demonstrations
-    # warm start
-    warm_start: bool = True
-    warm_sources: str = "world_1hop,world_2hop,world_comparison"   # the oracle shows when to search again
-    warm_samples: int = 240                  # questions the oracle plays (the ones it answers are trained on)
-    warm_refine: bool = False                # the oracle restates the bridge entity / the compared values (<think>)
-    warm_learning_rate: float = 2e-4
-    warm_epochs: int = 3                     # passes over them: one pass does not teach when to stop searching
-    # GRPO
-    grpo_sources: str = "world_1hop,world_2hop,world_comparison"   # every type, so none forgets its search count
-    grpo_steps: int | None = 30              # None: the preset's max_steps
-    grpo_learning_rate: float | None = 1e-4  # None: the preset's
-    retrieval_score: float = 0.5             # partial credit for a wrong answer whose retrieval held the answer
-    retrieval_sources: str | None = "world_2hop"   # the question types that earn it (None: all)
-    curriculum_sources: str | None = None    # GRPO's first curriculum_steps steps train on these types only
-    curriculum_steps: int = 0
-    train_overrides: str = "{}"              # JSON object of other TrainConfig fields, over MAIN_JOB_GRPO: '{"num_generations": 4}'
-    seed: int = 0
+ALL_TYPES = "world_1hop,world_2hop,world_comparison"
 
-    def __post_init__(self):
-        if not isinstance(self.eval_n_per_source, int) or self.eval_n_per_source < 1:
-            raise ValueError(f"ExperimentConfig.eval_n_per_source: expected a positive int, got {self.eval_n_per_source!r}")
+@dataclass
+class ExperimentConfig(RewardArgs, TrainDataArgs, SearchArgs, RolloutArgs, GRPOArgs, LoraArgs, PolicyArgs):
+    "The main job: evaluate base, warm start, then GRPO; every stage derived from these fields, on the same questions and budgets."
+    # the main job's values, where they differ from the groups' defaults (recipes/cpu.yaml holds the same)
+    threads: int | None = opt(2, "torch threads on CPU")
+    max_total_tokens: int = opt(384, "completion budget: two searches and an answer fit")
+    prompt_style: str = opt("short", "the warm-started policies' prompt (they do not need demonstrations)")
+    num_generations: int = opt(6, "GRPO group size")
+    gradient_accumulation: int = opt(4, "micro-batches per step")
+    max_steps: int = opt(30, "GRPO steps (0: no GRPO)")
+    scale_rewards: str = opt("batch", "'group' | 'batch' | 'none'")
+    data_sources: str | None = opt(ALL_TYPES, "GRPO's question types: every type, so none forgets its search count")
+    format_tiers: bool = opt(True, "correct 1.0 / valid wrong 0.0 / invalid -0.1")
+    retrieval_score: float = opt(0.5, "partial credit for a wrong answer whose retrieval held the answer")
+    retrieval_sources: str | None = opt("world_2hop", "the question types that earn it (None: all)")
+    # the job's own fields
+    name: str = opt("cpu", "the run folder: <runs_dir>/<name>")
+    runs_dir: str = opt("runs")
+    seed: int = opt(0, "the evaluation sample, the warm-start questions, GRPO's sampling and data order")
+    eval_n_per_source: int = opt(200, "held-out questions per type, greedy")
+    eval_split: str = opt("test", "'dev' while choosing a recipe; 'test' once, for the final run")
+    eval_batch_size: int = opt(32, "questions in play at once")
+    base_prompt_style: str = opt("demo", "the untrained policy gets the course's best prompt")
+    warm_start: bool = opt(True, "warm-start on oracle trajectories before GRPO")
+    warm_sources: str = opt(ALL_TYPES, "the types the oracle demonstrates: it shows when to search again")
+    warm_samples: int = opt(240, "questions the oracle plays (the ones it answers are trained on)")
+    warm_refine: bool = opt(False, "the oracle restates the bridge entity / the compared values (<think>)")
+    warm_learning_rate: float = opt(2e-4)
+    warm_epochs: int = opt(3, "passes over them: one pass does not teach when to stop searching")
+
+    def check(self):
+        self.positive("eval_n_per_source", "eval_batch_size", "warm_samples", "warm_epochs")
         if self.eval_split not in ("dev", "test"):
-            raise ValueError(f"ExperimentConfig.eval_split: expected 'dev' (to choose recipes) or 'test' (once, at the end), "
-                             f"got {self.eval_split!r}")
-        if self.grpo_steps is not None and (not isinstance(self.grpo_steps, int) or self.grpo_steps < 0):
-            raise ValueError(f"ExperimentConfig.grpo_steps: expected an int >= 0 (0: no GRPO) or None, got {self.grpo_steps!r}")
-        try: overrides = json.loads(self.train_overrides)
-        except json.JSONDecodeError as e: overrides = e
-        if not isinstance(overrides, dict):
-            raise ValueError('ExperimentConfig.train_overrides: expected a JSON object such as {"num_generations": 4}, '
-                             f"got {self.train_overrides!r}")
-        own = sorted(set(overrides) & set(set_by_experiment(self)))
-        if own: raise ValueError(f"ExperimentConfig.train_overrides: {own} are set by the experiment itself; "
-                                 f"use its own options instead ({', '.join('--' + k.replace('_', '-') for k in own)})")
-        get_preset(self.preset, **overrides)   # an unknown preset or field fails here, before anything runs
+            self.bad("eval_split", "'dev' (to choose recipes) or 'test' (once, at the end)")
+        if self.train_data != "world":
+            self.bad("train_data", "'world' (the main job trains and evaluates on the shipped world; for other data "
+                                   "use the train and eval commands)")
 
     @property
     def out(self) -> Path: return Path(self.runs_dir)/self.name
-    def to_dict(self) -> dict: return dataclasses.asdict(self)
-
-MAIN_JOB_GRPO = dict(max_total_tokens=384, questions_per_step=4, num_generations=6, scale_rewards="batch")
-
-def set_by_experiment(config: ExperimentConfig) -> dict:
-    "The `TrainConfig` fields the experiment always sets for its GRPO stage (`train_overrides` may not)."
-    return dict(output_dir=str(config.out/"grpo"), data_sources=config.grpo_sources, eval_n_per_source=0,
-                retrieval_score=config.retrieval_score, retrieval_sources=config.retrieval_sources,
-                curriculum_sources=config.curriculum_sources, curriculum_steps=config.curriculum_steps, seed=config.seed,
-                prompt_style=config.prompt_style if config.warm_start else config.base_prompt_style)
 
 # %% ../nbs/13_experiment.ipynb #2ecc4de6
 def grpo_config(config: ExperimentConfig, start_model: str | None) -> TrainConfig:
-    "The GRPO stage: the preset, started from `start_model`, on the experiment's questions, prompt and step count."
-    over = {**MAIN_JOB_GRPO, **json.loads(config.train_overrides), **set_by_experiment(config)}
-    if start_model is not None: over["model"] = start_model
-    elif config.model is not None: over["model"] = config.model
-    if config.threads is not None: over["threads"] = config.threads
-    if config.grpo_steps is not None: over["max_steps"] = config.grpo_steps
-    if config.grpo_learning_rate is not None: over["learning_rate"] = config.grpo_learning_rate
-    return get_preset(config.preset, **over)
+    "The GRPO stage: the experiment's fields, started from `start_model`, writing into the run folder."
+    return derive(TrainConfig, config, output_dir=str(config.out/"grpo"), eval_n_per_source=0,
+                  model=start_model if start_model is not None else config.model,
+                  prompt_style=config.prompt_style if config.warm_start else config.base_prompt_style)
 
 def warm_config(config: ExperimentConfig) -> WarmStartConfig:
-    "The warm-start stage, with the GRPO run's policy, retriever and budgets."
-    g = grpo_config(config, None)
-    return WarmStartConfig(model=g.model, dtype=g.dtype, threads=g.threads, sources=config.warm_sources,
-                           n_samples=config.warm_samples, refine=config.warm_refine, prompt_style=config.prompt_style,
-                           protocol=g.protocol, retriever=g.retriever, corpus_path=g.corpus_path, index_dir=g.index_dir,
-                           retriever_url=g.retriever_url, encoder=g.encoder,
-                           topk=g.topk, max_turns=g.max_turns, max_new_tokens_per_turn=g.max_new_tokens_per_turn,
-                           max_total_tokens=g.max_total_tokens, max_obs_tokens=g.max_obs_tokens,
-                           learning_rate=config.warm_learning_rate, epochs=config.warm_epochs,
-                           lora_r=g.lora_r, lora_alpha=g.lora_alpha, lora_targets=g.lora_targets, seed=config.seed,
-                           output_dir=str(config.out/"warm_start"))
+    "The warm-start stage: the experiment's policy, LoRA, rollout and search fields, and its warm_* fields."
+    return derive(WarmStartConfig, config, data="world", sources=config.warm_sources, n_samples=config.warm_samples,
+                  refine=config.warm_refine, learning_rate=config.warm_learning_rate, epochs=config.warm_epochs,
+                  output_dir=str(config.out/"warm_start"))
 
 def eval_config(config: ExperimentConfig, prompt_style: str) -> EvalConfig:
-    "How every stage is evaluated: greedy, the GRPO run's retriever and budgets, `prompt_style`."
-    return EvalConfig.like(grpo_config(config, None), split=config.eval_split, n_per_source=config.eval_n_per_source,
+    "How every stage is evaluated: greedy, the experiment's protocol, retriever and budgets, `prompt_style`."
+    return EvalConfig.like(config, split=config.eval_split, n_per_source=config.eval_n_per_source,
                            batch_size=config.eval_batch_size, prompt_style=prompt_style, seed=config.seed)
 
 # %% ../nbs/13_experiment.ipynb #cfbca7fc
@@ -269,7 +240,7 @@ def write_report(result: ExperimentResult) -> Path:
     lines += _analysis_sections(result)
     last = result.results[names[-1]]
     lines += ["", f"## Example trajectories ({names[-1]})", ""]
-    grpo = comma_list(cfg.grpo_sources)
+    grpo = comma_list(cfg.data_sources)
     warm = comma_list(cfg.warm_sources) if cfg.warm_start else []
     for r in pick_examples(last, [s for s in grpo if s not in warm] or grpo): lines += [_example(r), ""]   # what RL alone saw
     lines += ["## Reproduce", "", "```bash", f"search-r1-course demo --name {cfg.name}  # or: make demo", "```", ""]

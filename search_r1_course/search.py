@@ -11,7 +11,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -167,7 +167,7 @@ class SearchTool:
 @dataclass
 class SearchConfig:
     "Which retrieval backend to use and how the search tool behaves."
-    kind: str = "bm25"                   # 'bm25' | 'dense' | 'http' | 'wikipedia'
+    kind: str = field(default="bm25", metadata={"aliases": ["--backend"], "help": "'bm25' | 'dense' | 'http' | 'wikipedia'"})
     corpus_path: str | None = None       # JSON-lines corpus; None: the shipped world corpus
     index_dir: str | None = None         # load a saved index from here (built and saved here when absent)
     topk: int = 3
@@ -181,7 +181,7 @@ class SearchConfig:
     encoder: str = "minilm"              # dense: 'minilm' | 'e5' | 'e5:<model>' | 'st:<dir>'
     index_type: str = "flat"             # dense: 'flat' | 'hnsw' | 'ivf'
     device: str = "auto"
-    url: str = "http://127.0.0.1:8000/retrieve"            # http
+    url: str = field(default="http://127.0.0.1:8000/retrieve", metadata={"help": "http: a Search-R1 /retrieve server"})
     wikipedia_url: str = "https://en.wikipedia.org/w/api.php"
     request_timeout_s: float = 10.0      # http / wikipedia: per request
     max_retries: int = 3

@@ -17,7 +17,7 @@ import resource
 import sys
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -26,159 +26,42 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
+from .config import (GRPOArgs, LoraArgs, OutputArgs, PolicyArgs, RewardArgs, RolloutArgs, SearchArgs,
+                                     TrainDataArgs, VLLMArgs, load_recipe, opt)
 from .data import QASample, comma_list, load_named
 from .generate import GenerationOutput, SamplingParams, TransformersGenerator
 from .policy import load_policy, resolve_device, resolve_dtype
-from .protocol import PROMPT_STYLES
 from .reward import CORRECT_BY_TYPE, TRL_REWARD_WEIGHTS, RewardConfig, trl_reward_funcs
 from .rollout import RolloutEngine, make_protocol, make_rollout_func, render_trajectory, rollout_config, search_config
-from .search import RETRIEVER_KINDS, make_search_tool
+from .search import make_search_tool
 from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
 
 # %% auto #0
-__all__ = ['LOSS_TYPES', 'REPORT_TO', 'PRESETS', 'METRIC_ALIASES', 'COMPLETION_KEYS', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL',
-           'TrainConfig', 'get_preset', 'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config',
-           'lora_config', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger',
-           'RolloutRecorder', 'reload_weights_sync', 'colocated_engine_options', 'compact_lm_head_on_cpu',
-           'skip_tool_tokens_in_head', 'trim_padding', 'build_engine', 'build_trainer', 'latest_checkpoint',
-           'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
+__all__ = ['PRESETS', 'METRIC_ALIASES', 'COMPLETION_KEYS', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL', 'TrainConfig', 'get_preset',
+           'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config', 'lora_config', 'grpo_args',
+           'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder',
+           'reload_weights_sync', 'colocated_engine_options', 'compact_lm_head_on_cpu', 'skip_tool_tokens_in_head',
+           'trim_padding', 'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train', 'read_metrics',
+           'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
-LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
-REPORT_TO = ("none", "tensorboard", "trackio", "wandb")
-
 @dataclass
-class TrainConfig:
-    "Everything a GRPO run needs, flat so that every field is a command-line option."
-    # policy
-    model: str | None = None                 # None: the packaged SmolLM2-135M-Instruct; a folder, adapter folder or hub id
-    dtype: str = "bf16"                      # 'bf16' | 'fp16' (GPU) | 'fp32'
-    device: str | None = None                # None: CUDA when available, else CPU
-    threads: int | None = None               # torch threads on CPU
-    gradient_checkpointing: bool = False
-    # LoRA
-    lora: bool = True
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    lora_targets: str = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
-    # optimisation
-    learning_rate: float = 1e-4
-    lr_scheduler: str = "constant_with_warmup"
-    warmup: float = 0.0                      # warm-up steps; a value below 1 is a fraction of max_steps
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    num_generations: int = 8                 # GRPO group size: trajectories per question
-    questions_per_step: int = 4
-    gradient_accumulation: int = 1           # micro-batches per step
-    max_steps: int = 20
-    beta: float = 0.0                        # KL coefficient (0: no reference model)
-    epsilon: float = 0.2                     # PPO clip range
-    loss_type: str = "dapo"
-    scale_rewards: str = "group"             # 'group' | 'batch' | 'none'
-    mask_truncated_completions: bool = False # drop trajectories that end without EOS from the loss
-    # rollout
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_turns: int = 3
-    max_new_tokens_per_turn: int = 40
-    max_total_tokens: int = 256              # completion budget: sampled + inserted tokens
-    max_obs_tokens: int = 96                 # one inserted observation
-    prompt_style: str = "demo"               # 'demo' | 'search_r1' (tag protocol); or protocol='tool_call'
-    protocol: str = "tag"                    # 'tag' | 'tool_call'
-    # retrieval
-    retriever: str = "bm25"                  # 'bm25' | 'dense' | 'http' | 'wikipedia'
-    topk: int = 1
-    corpus_path: str | None = None           # None: the shipped world corpus
-    index_dir: str | None = None
-    retriever_url: str = "http://127.0.0.1:8000/retrieve"
-    encoder: str = "minilm"                  # dense retriever: 'minilm' | 'e5' | 'e5:<model>' | 'st:<dir>'
-    # data
-    train_data: str = "world"                # 'world' | 'search_r1' | a .jsonl/.parquet file | a folder with train.parquet
-    data_sources: str | None = None          # comma-separated data_source filter; 'name:2' weights a source
-    curriculum_sources: str | None = None    # the first curriculum_steps steps draw their questions from these only
-    curriculum_steps: int = 0
-    max_train_samples: int | None = None     # keep the first N questions (after filtering)
-    # reward
-    reward_metric: str = "em"                # 'em' | 'f1' | 'substring'
-    format_tiers: bool = False               # correct 1.0 / valid wrong 0.0 / invalid -0.1
-    invalid_reward: float = -0.1
-    no_search_penalty: float = 0.0
-    extra_search_cost: float = 0.0           # off a correct answer, per search after the first
-    retrieval_score: float = 0.0             # partial credit for a wrong answer whose retrieval held the answer
-    retrieval_sources: str | None = None     # comma-separated data_sources that earn it (None: all)
-    # output
-    output_dir: str = "runs/grpo"
-    run_name: str | None = None
-    save_steps: int = 10
-    save_total_limit: int | None = None
-    logging_steps: int = 1
-    log_rollouts: bool = True                # every trajectory's text in rollouts.jsonl
-    seed: int = 0
-    report_to: str = "none"                  # 'none' | 'tensorboard' | 'trackio' | 'wandb'
-    # generation backend
-    use_vllm: bool = False
-    vllm_mode: str = "colocate"              # 'colocate' | 'server'
-    vllm_gpu_memory_utilization: float = 0.3
-    # evaluation after training (command line)
-    eval_n_per_source: int = 0
+class TrainConfig(VLLMArgs, OutputArgs, RewardArgs, TrainDataArgs, SearchArgs, RolloutArgs, GRPOArgs, LoraArgs, PolicyArgs):
+    "Everything a GRPO run needs: the option groups of `09b_config`, flat, so that every field is a command-line option."
+    seed: int = opt(0, "sampling, data order and LoRA initialisation")
+    eval_n_per_source: int = opt(0, "questions per data source evaluated after training (the `train` command; 0: none)")
 
-    def __post_init__(self):
-        def bad(name, expected): raise ValueError(f"TrainConfig.{name}: expected {expected}, got {getattr(self, name)!r}")
-        for name in ("num_generations", "questions_per_step", "gradient_accumulation", "max_steps", "max_turns",
-                     "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens", "lora_r", "topk",
-                     "save_steps", "logging_steps"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1: bad(name, "a positive int")
-        if self.num_generations < 2: bad("num_generations", "at least 2 (GRPO compares the answers of a group)")
-        n = self.questions_per_step * self.num_generations
-        if n % self.gradient_accumulation:
-            raise ValueError(f"TrainConfig.gradient_accumulation: {self.gradient_accumulation} does not divide the "
-                             f"{n} trajectories of a step (questions_per_step {self.questions_per_step} x "
-                             f"num_generations {self.num_generations})")
-        if self.dtype not in ("bf16", "fp16", "fp32"): bad("dtype", "'bf16', 'fp16' or 'fp32'")
-        if self.loss_type not in LOSS_TYPES: bad("loss_type", f"one of {LOSS_TYPES}")
-        if self.scale_rewards not in ("group", "batch", "none"): bad("scale_rewards", "'group', 'batch' or 'none'")
-        if self.protocol not in ("tag", "tool_call"): bad("protocol", "'tag' or 'tool_call'")
-        if self.protocol == "tag" and self.prompt_style not in PROMPT_STYLES: bad("prompt_style", f"one of {sorted(PROMPT_STYLES)}")
-        if self.retriever not in RETRIEVER_KINDS: bad("retriever", f"one of {RETRIEVER_KINDS}")
-        if self.report_to not in REPORT_TO: bad("report_to", f"one of {REPORT_TO}")
-        if self.vllm_mode not in ("colocate", "server"): bad("vllm_mode", "'colocate' or 'server'")
-        if not self.temperature > 0: bad("temperature", "> 0 (GRPO needs sampled groups)")
-        if self.beta < 0: bad("beta", ">= 0")
-        if not comma_list(self.lora_targets): bad("lora_targets", "comma-separated module names")
-        if not isinstance(self.curriculum_steps, int) or self.curriculum_steps < 0: bad("curriculum_steps", "an int >= 0")
-        if self.curriculum_steps and not comma_list(self.curriculum_sources):
-            bad("curriculum_sources", f"the data sources of the first {self.curriculum_steps} steps")
-
-    @property
-    def trajectories_per_step(self) -> int: return self.questions_per_step * self.num_generations
-    @property
-    def micro_batch_size(self) -> int: return self.trajectories_per_step // self.gradient_accumulation
-    def to_dict(self) -> dict: return dataclasses.asdict(self)
+    def check(self):
+        self.positive("max_steps")
+        self.positive("eval_n_per_source", at_least=0)
 
 # %% ../nbs/11_trainer.ipynb #6ceeab95
-PRESETS: dict[str, dict[str, Any]] = {
-    "cpu": dict(model=None, dtype="bf16", threads=2, lora=True, lora_r=16, lora_alpha=32, learning_rate=1e-4,
-                num_generations=8, questions_per_step=2, gradient_accumulation=4, max_steps=20, beta=0.0,
-                loss_type="dapo", temperature=1.0, max_turns=3, max_new_tokens_per_turn=40, max_total_tokens=256,
-                max_obs_tokens=96, prompt_style="demo", retriever="bm25", topk=1, train_data="world",
-                format_tiers=True, output_dir="runs/cpu", save_steps=10, eval_n_per_source=50),
-    "gpu": dict(model="Qwen/Qwen2.5-3B-Instruct", dtype="bf16", lora=False, learning_rate=1e-6,
-                lr_scheduler="constant_with_warmup", warmup=0.285, num_generations=5, questions_per_step=64,
-                gradient_accumulation=20, max_steps=1005, beta=0.001, loss_type="dapo", temperature=1.0,
-                max_turns=4, max_new_tokens_per_turn=500, max_total_tokens=3500, max_obs_tokens=500,
-                prompt_style="search_r1", retriever="http", topk=3, train_data="search_r1",
-                gradient_checkpointing=True, output_dir="runs/gpu", save_steps=100, use_vllm=True,
-                vllm_mode="colocate", vllm_gpu_memory_utilization=0.3, eval_n_per_source=500),
-}
+PRESETS: dict[str, str] = {"cpu": "train-cpu", "gpu": "gpu-qwen2.5-3b"}   # preset name -> recipe in recipes/
 
 def get_preset(name: str, **overrides) -> TrainConfig:
-    "The `TrainConfig` of preset `name` ('cpu' or 'gpu'), with `overrides` applied."
+    "The `TrainConfig` of preset `name` ('cpu' or 'gpu'): its recipe file in `recipes/`, with `overrides` applied."
     if name not in PRESETS: raise ValueError(f"unknown preset {name!r}: expected one of {sorted(PRESETS)}")
-    unknown = sorted(set(overrides) - {f.name for f in fields(TrainConfig)})
-    if unknown: raise TypeError(f"unknown TrainConfig field(s) {unknown}")
-    return TrainConfig(**{**PRESETS[name], **overrides})
+    return load_recipe(PRESETS[name], TrainConfig, **overrides)
 
 # %% ../nbs/11_trainer.ipynb #c3428cbb
 def load_train_samples(config: TrainConfig) -> list[QASample]:

@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from .config import LoraArgs, PolicyArgs, RolloutArgs, SearchArgs, opt
 from .data import Passage, QASample, comma_list, load_named, load_world_corpus
 from .generate import GenerationOutput
 from .policy import load_policy
@@ -106,46 +107,23 @@ def sft_rows(trajs: Sequence[Trajectory]) -> dict[str, list[list[int]]]:
 
 # %% ../nbs/10_warmstart.ipynb #c624a1dd
 @dataclass
-class WarmStartConfig:
-    "A supervised warm start on oracle trajectories."
-    model: str | None = None                 # None: the packaged SmolLM2-135M-Instruct
-    dtype: str = "bf16"
-    threads: int | None = None
-    data: str = "world"
-    sources: str | None = "world_1hop"       # which questions the oracle demonstrates
-    refine: bool = False                     # the oracle restates the bridge entity / the compared values in a <think>
-    n_samples: int = 160                     # questions played (the kept ones are trained on)
-    prompt_style: str = "short"
-    protocol: str = "tag"                    # 'tag' | 'tool_call': the oracle writes its moves in it
-    retriever: str = "bm25"
-    corpus_path: str | None = None           # the search tool's corpus, index and backend, as in TrainConfig
-    index_dir: str | None = None
-    retriever_url: str = "http://127.0.0.1:8000/retrieve"
-    encoder: str = "minilm"
-    topk: int = 1
-    max_turns: int = 3
-    max_new_tokens_per_turn: int = 40
-    max_total_tokens: int = 256
-    max_obs_tokens: int = 96
-    learning_rate: float = 2e-4
-    epochs: int = 1
-    batch_size: int = 8
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_targets: str = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
-    seed: int = 0
-    output_dir: str = "runs/warm_start"
+class WarmStartConfig(SearchArgs, RolloutArgs, LoraArgs, PolicyArgs):
+    "A supervised warm start on oracle trajectories: the policy, LoRA, rollout and search groups, and its own questions and optimiser."
+    prompt_style: str = opt("short", "the warm-started policy's prompt (it needs no demonstrations)")
+    data: str = opt("world", "the questions the oracle plays (its world facts are needed for refine)")
+    sources: str | None = opt("world_1hop", "which question types the oracle demonstrates")
+    refine: bool = opt(False, "the oracle restates the bridge entity / the compared values in a <think>")
+    n_samples: int = opt(160, "questions played (the kept ones are trained on)")
+    learning_rate: float = opt(2e-4)
+    epochs: int = opt(1, "passes over the kept trajectories")
+    batch_size: int = opt(8, "trajectories per SFT step")
+    seed: int = opt(0)
+    output_dir: str = opt("runs/warm_start")
 
-    def __post_init__(self):
-        for name in ("n_samples", "epochs", "batch_size", "lora_r", "max_turns", "topk"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"WarmStartConfig.{name}: expected a positive int, got {v!r}")
-        if self.protocol not in ("tag", "tool_call"):
-            raise ValueError(f"WarmStartConfig.protocol: expected 'tag' or 'tool_call', got {self.protocol!r}")
-        if not self.learning_rate > 0: raise ValueError(f"WarmStartConfig.learning_rate: expected > 0, got {self.learning_rate}")
-
-    def to_dict(self) -> dict: return dataclasses.asdict(self)
+    def check(self):
+        self.positive("n_samples", "epochs", "batch_size")
+        if not self.lora: self.bad("lora", "True (the warm start trains a LoRA adapter and merges it into the weights)")
+        if not self.learning_rate > 0: self.bad("learning_rate", "> 0")
 
 # %% ../nbs/10_warmstart.ipynb #1884cf6e
 @dataclass
@@ -168,7 +146,7 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None) -> WarmStart
     from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
     t0 = time.perf_counter()
-    if model is None: model, tokenizer = load_policy(config.model, dtype=config.dtype, threads=config.threads)
+    if model is None: model, tokenizer = load_policy(config.model, dtype=config.dtype, device=config.device, threads=config.threads)
     engine = RolloutEngine(None, make_protocol(config, tokenizer), make_search_tool(search_config(config)), tokenizer,
                            rollout_config(config))
     corpus = {p.id: p for p in load_world_corpus()} if config.data == "world" else {}
@@ -186,7 +164,7 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None) -> WarmStart
                      save_strategy="no", report_to=[], seed=config.seed, max_length=None, gradient_checkpointing=False,
                      bf16=next(model.parameters()).dtype == torch.bfloat16, use_cpu=model.device.type == "cpu",
                      dataloader_num_workers=0, disable_tqdm=False)
-    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0, task_type="CAUSAL_LM",
+    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout, task_type="CAUSAL_LM",
                       target_modules=comma_list(config.lora_targets))
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict(sft_rows(kept)),
                          processing_class=tokenizer, peft_config=lora)

@@ -93,11 +93,10 @@ def test_demo_runs_the_main_job_on_a_tiny_model(tmp_path):
     """`demo` end to end, as `make demo` runs it, shrunk: a tiny random model, one question per type, a warm start
     on two oracle trajectories and one GRPO step. Every stage leaves its result and the report holds three rows."""
     from search_r1_course.policy import tiny_random_model
-    overrides = json.dumps({"dtype": "fp32", "num_generations": 2, "questions_per_step": 2, "gradient_accumulation": 1,
-                            "lora_r": 4, "lora_alpha": 8})
     r = run("demo", "--name", "tiny", "--runs-dir", str(tmp_path), "--model", str(tiny_random_model()), "--threads", "1",
-            "--eval-n-per-source", "1", "--eval-batch-size", "4", "--warm-samples", "2", "--grpo-steps", "1",
-            "--train-overrides", overrides, timeout=600)
+            "--eval-n-per-source", "1", "--eval-batch-size", "4", "--warm-samples", "2", "--max-steps", "1",
+            "--dtype", "fp32", "--num-generations", "2", "--questions-per-step", "2", "--gradient-accumulation", "1",
+            "--lora-r", "4", "--lora-alpha", "8", timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     out = tmp_path / "tiny"
     for name in ("eval_base.json", "eval_warm_start.json", "eval_grpo.json", "report.md", "curves.png"):
@@ -108,10 +107,48 @@ def test_demo_runs_the_main_job_on_a_tiny_model(tmp_path):
     assert f"report: {out / 'report.md'}" in r.stdout
 
 
-def test_demo_refuses_bad_overrides():
-    r = run("demo", "--train-overrides", "num_generations=4")
+def test_demo_refuses_bad_options():
+    r = run("demo", "--gradient-accumulation", "5")     # 4 questions x 6 trajectories do not split into 5 micro-batches
     assert r.returncode == 1
-    assert "expected a JSON object" in r.stderr and "Traceback" not in r.stderr
+    assert "ExperimentConfig.gradient_accumulation: 5 does not divide the 24 trajectories" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_demo_refuses_a_misspelt_recipe_key(tmp_path):
+    recipe = tmp_path / "mine.yaml"
+    recipe.write_text("num_generation: 4\n")
+    r = run("demo", "--config", str(recipe))
+    assert r.returncode == 1
+    assert "['num_generation'] are not options" in r.stderr and "did you mean 'num_generations'" in r.stderr
+
+
+def test_every_recipe_loads_from_python_and_the_command_line():
+    """Each file in recipes/ is a complete, valid configuration of the command it names, read the same both ways."""
+    from search_r1_course.cli import parse_command
+    from search_r1_course.config import load_recipe, recipe_names
+    from search_r1_course.experiment import ExperimentConfig
+    from search_r1_course.trainer import TrainConfig
+    names = recipe_names()
+    assert {"cpu", "train-cpu", "gpu-qwen2.5-3b", "gpu-qwen3-4b"} <= set(names)
+    for name in names:
+        cls, command = (ExperimentConfig, "demo") if name == "cpu" else (TrainConfig, "train")
+        assert load_recipe(name, cls) == parse_command(command, ["--config", name])[0], name
+    assert load_recipe("cpu", ExperimentConfig) == ExperimentConfig()     # the main job's file is its defaults
+    overridden, = parse_command("demo", ["--config", "cpu", "--seed", "1", "--name", "cpu_seed1"])
+    assert (overridden.seed, overridden.name, overridden.max_steps) == (1, "cpu_seed1", 30)
+
+
+def test_search_reads_a_recipes_search_setup(tmp_path):
+    corpus = write_corpus([Passage("a", "Ostrigo", "Ostrigo is a river port of Velmar."),
+                           Passage("b", "Velmar", "Velmar is a country whose capital is Dunhallow."),
+                           Passage("c", "Dunhallow", "Dunhallow is the capital of Velmar.")], tmp_path / "c.jsonl")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"retriever: bm25\ntopk: 1\ncorpus_path: {corpus}\nwarm_epochs: 2\n")   # warm_epochs: demo's, skipped
+    r = run("search", "--config", str(recipe), "capital of Velmar")
+    assert r.returncode == 0, r.stderr
+    assert "Doc 1(" in r.stdout and "Doc 2(" not in r.stdout     # the recipe's topk 1, not SearchConfig's default 3
+    r = run("search", "--config", str(recipe), "--topk", "3", "capital of Velmar")
+    assert "Doc 3(" in r.stdout                                   # the command line over the recipe
 
 
 # --- eval and compare ---------------------------------------------------------------------------------------------

@@ -294,10 +294,10 @@ def test_tool_call_protocol_runs_through_every_stage(tmp_path):
     """`protocol: tool_call` reaches the warm start's oracle, GRPO's rollouts and every evaluation of the main job."""
     from search_r1_course.experiment import ExperimentConfig, run_experiment
     torch.set_num_threads(1)
-    tiny = dict(dtype="fp32", num_generations=2, questions_per_step=2, gradient_accumulation=1, lora_r=4, lora_alpha=8,
-                protocol="tool_call")
     config = ExperimentConfig(name="tools", runs_dir=str(tmp_path), model=str(tiny_random_model()), threads=1,
-                              eval_n_per_source=1, eval_batch_size=8, warm_samples=4, grpo_steps=1, train_overrides=json.dumps(tiny))
+                              eval_n_per_source=1, eval_batch_size=8, warm_samples=4, max_steps=1, dtype="fp32",
+                              num_generations=2, questions_per_step=2, gradient_accumulation=1, lora_r=4, lora_alpha=8,
+                              protocol="tool_call")
     result = run_experiment(config)
     warm = json.loads((config.out / "warm_start" / "warm_start.json").read_text())
     assert warm["config"]["protocol"] == "tool_call" and warm["counts"]["kept"] > 0
