@@ -124,10 +124,9 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
     if timings_path.is_file(): timings = json.loads(timings_path.read_text())
     def save_timings(): timings_path.write_text(json.dumps(timings, indent=1))
     samples = sample_per_source(load_named("world", config.eval_split), config.eval_n_per_source, seed=config.seed)
-    g = grpo_config(config, None)
     ran = not all((out/f).is_file() for f in ("eval_base.json", "eval_grpo.json"))   # some stage runs in this process
-    results = {"base": _evaluate(g.model, samples, eval_config(config, config.base_prompt_style), out/"eval_base.json")}
-    start, style = g.model, config.base_prompt_style
+    results = {"base": _evaluate(config.model, samples, eval_config(config, config.base_prompt_style), out/"eval_base.json")}
+    start, style = config.model, config.base_prompt_style
     if config.warm_start:
         wcfg = warm_config(config)
         model_dir = Path(wcfg.output_dir)/"model"
@@ -136,8 +135,8 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
             timings.update(warm_start_s=res.seconds, warm_start_trajectories=res.counts["kept"]); save_timings()
         start, style = str(model_dir), config.prompt_style
         results["warm start"] = _evaluate(start, samples, eval_config(config, style), out/"eval_warm_start.json")
-    tcfg = grpo_config(config, start)
-    if tcfg.max_steps > 0:
+    if config.max_steps > 0:   # 0: the job stops after the warm start
+        tcfg = grpo_config(config, start)
         adapter = Path(tcfg.output_dir)/"adapter"
         if not (adapter/"adapter_config.json").is_file():
             res = train(tcfg)

@@ -34,14 +34,15 @@ from .policy import load_policy, resolve_device, resolve_dtype
 from .reward import CORRECT_BY_TYPE, TRL_REWARD_WEIGHTS, RewardConfig, trl_reward_funcs
 from .rollout import RolloutEngine, make_protocol, make_rollout_func, render_trajectory, rollout_config, search_config
 from .search import make_search_tool
+from .warmstart import compact_lm_head_on_cpu
 from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
 
 # %% auto #0
 __all__ = ['PRESETS', 'METRIC_ALIASES', 'COMPLETION_KEYS', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL', 'TrainConfig', 'get_preset',
            'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config', 'lora_config', 'grpo_args',
            'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder',
-           'reload_weights_sync', 'colocated_engine_options', 'compact_lm_head_on_cpu', 'skip_tool_tokens_in_head',
-           'trim_padding', 'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train', 'read_metrics',
+           'reload_weights_sync', 'colocated_engine_options', 'skip_tool_tokens_in_head', 'trim_padding',
+           'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train', 'read_metrics',
            'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
@@ -263,18 +264,6 @@ def colocated_engine_options(**options):
     tv.LLM = lambda *args, **kwargs: start(*args, **{**kwargs, **options})
     try: yield
     finally: tv.LLM = start
-
-# %% ../nbs/11_trainer.ipynb #536ba4db
-_trl_use_triton = None   # TRL's own device test, kept so that the change can be undone
-
-def compact_lm_head_on_cpu(enabled: bool = True) -> None:
-    "Make TRL's fused LM head score only the labelled (completion) positions on a CPU, as it does on Triton devices."
-    global _trl_use_triton
-    import trl.trainer.utils as trl_utils   # the fused head asks `_use_triton(device)` only to decide this
-    if _trl_use_triton is None: _trl_use_triton = trl_utils._use_triton
-    original = _trl_use_triton
-    def compact(device) -> bool: return torch.device(device).type == "cpu" or original(device)
-    trl_utils._use_triton = compact if enabled else original
 
 # %% ../nbs/11_trainer.ipynb #9fb0f64e
 def skip_tool_tokens_in_head(trainer) -> None:

@@ -28,8 +28,8 @@ from .search import make_search_tool
 from .world import build_world
 
 # %% auto #0
-__all__ = ['BRIDGE_SENTENCES', 'oracle_turns', 'OracleGenerator', 'oracle_trajectories', 'sft_rows', 'WarmStartConfig',
-           'WarmStartResult', 'warm_start']
+__all__ = ['BRIDGE_SENTENCES', 'oracle_turns', 'OracleGenerator', 'oracle_trajectories', 'sft_rows', 'compact_lm_head_on_cpu',
+           'WarmStartConfig', 'WarmStartResult', 'warm_start']
 
 # %% ../nbs/10_warmstart.ipynb #6fd0dc38
 # What the oracle restates from a 2-hop question's first passage before it searches the entity that passage names
@@ -105,6 +105,18 @@ def sft_rows(trajs: Sequence[Trajectory]) -> dict[str, list[list[int]]]:
         rows["labels"].append([-100] * len(t.prompt_ids) + [i if m else -100 for i, m in zip(t.completion_ids, t.env_mask)])
     return rows
 
+# %% ../nbs/10_warmstart.ipynb #536ba4db
+_trl_use_triton = None   # TRL's own device test, kept so that the change can be undone
+
+def compact_lm_head_on_cpu(enabled: bool = True) -> None:
+    "Make TRL's fused LM head score only the labelled (completion) positions on a CPU, as it does on Triton devices."
+    global _trl_use_triton
+    import trl.trainer.utils as trl_utils   # the fused head asks `_use_triton(device)` only to decide this
+    if _trl_use_triton is None: _trl_use_triton = trl_utils._use_triton
+    original = _trl_use_triton
+    def compact(device) -> bool: return torch.device(device).type == "cpu" or original(device)
+    trl_utils._use_triton = compact if enabled else original
+
 # %% ../nbs/10_warmstart.ipynb #c624a1dd
 @dataclass
 class WarmStartConfig(SearchArgs, RolloutArgs, LoraArgs, PolicyArgs):
@@ -147,6 +159,7 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None) -> WarmStart
     from trl import SFTConfig, SFTTrainer
     t0 = time.perf_counter()
     if model is None: model, tokenizer = load_policy(config.model, dtype=config.dtype, device=config.device, threads=config.threads)
+    if model.device.type == "cpu": compact_lm_head_on_cpu()   # the fused head scores only the labelled tokens
     engine = RolloutEngine(None, make_protocol(config, tokenizer), make_search_tool(search_config(config)), tokenizer,
                            rollout_config(config))
     corpus = {p.id: p for p in load_world_corpus()} if config.data == "world" else {}

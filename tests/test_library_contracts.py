@@ -9,7 +9,7 @@ invalidated, metrics that silently stop being logged, a data order that no longe
 | transformers' `DynamicCache(config=...)` builds `DynamicLayer`s; `DynamicLayer.lazy_initialization`, `update`, `batch_select_indices`, `keys`/`values`/`is_initialized`; `PreTrainedModel._supports_logits_to_keep` | `generate`: the prefix cache and `_GrowingLayer` |
 | TRL's `GRPOTrainer._get_train_sampler`, `log`, `_metrics`, `_log_metric`; `RepeatSampler`'s constructor and its `shuffle`/`seed`/`generator` | `trainer.SearchR1GRPOTrainer`, `trainer.EpochRepeatSampler`, `rollout.make_rollout_func`, `trainer.RolloutRecorder` |
 | TRL's `VLLMGeneration._iter_named_params` | `trainer.reload_weights_sync` |
-| TRL's fused LM head asks `trl.trainer.utils._use_triton(device)` once, only to decide whether to score the labelled positions alone | `trainer.compact_lm_head_on_cpu` |
+| TRL's fused LM head asks `trl.trainer.utils._use_triton(device)` once, only to decide whether to score the labelled positions alone | `warmstart.compact_lm_head_on_cpu` |
 """
 import inspect
 import os
@@ -152,7 +152,7 @@ def test_grpo_trainer_metrics_and_log_metric(tiny, tmp_path):
 
 def test_fused_lm_head_asks_use_triton_only_to_compact():
     import trl.trainer.utils as trl_utils
-    from search_r1_course.trainer import compact_lm_head_on_cpu
+    from search_r1_course.warmstart import compact_lm_head_on_cpu
     assert callable(trl_utils._use_triton), "trl.trainer.utils no longer has _use_triton: compact_lm_head_on_cpu patches nothing"
     module = inspect.getsource(trl_utils)
     assert module.count("_use_triton(") == 1, "trl.trainer.utils calls _use_triton elsewhere: patching it changes more than compaction"
