@@ -10,9 +10,11 @@ e.g. runs/cpu/warm_start/model); the default, the untrained packaged model, writ
 Per variant: --steps optimizer steps after one warm-up step (not counted); the medians of the training log's
 `time/step_s`, `time/rollout_s` and `time/update_s` (everything but the rollout: rewards, the loss's forward and
 backward passes, the optimizer). "baseline" is the same trainer with the course's speed-ups switched off: the rollout
-generator's row cache and decode attention; in the update, the completion-only LM head (TRL then scores every
+generator's row cache, decode attention and grouped prefill; in the update, the completion-only LM head (TRL then scores every
 position of each sequence, prompt and padding included, as it does on any device without Triton), the skipped
-observation tokens and the micro-batches' trimmed padding. --micro-batches measures the cached trainer again with the step's 16 trajectories split into
+observation tokens, the micro-batches' trimmed padding and their order by length. --unsorted measures the cached trainer
+again with TRL's shuffle instead of that order. --main-job takes the main job's GRPO stage instead of the preset
+(4 questions x 6 trajectories of every type, lr 1e-4, 384-token completions: `grpo_config(ExperimentConfig())`). --micro-batches measures the cached trainer again with the step's 16 trajectories split into
 that many micro-batches (the preset's `gradient_accumulation`, 4: micro-batches of 4; fewer, larger micro-batches make
 larger matrix products and cost more memory). The course's target is a median step of at most 10 s. Run nothing else
 CPU-heavy meanwhile.
@@ -26,6 +28,8 @@ ap.add_argument("--steps", type=int, default=6)
 ap.add_argument("--model", default=None)
 ap.add_argument("--skip-baseline", action="store_true")
 ap.add_argument("--micro-batches", type=int, nargs="+", default=[4], help="gradient_accumulation values to measure")
+ap.add_argument("--main-job", action="store_true", help="the main job's GRPO stage (4 x 6, every type) instead of the cpu preset")
+ap.add_argument("--unsorted", action="store_true", help="also measure the cached trainer with TRL's shuffled micro-batches")
 args = ap.parse_args()
 for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[var] = str(args.threads)
@@ -35,6 +39,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 
+import dataclasses  # noqa: E402
+
+from search_r1_course.experiment import ExperimentConfig, grpo_config  # noqa: E402
 from search_r1_course.trainer import build_trainer, compact_lm_head_on_cpu, get_preset, peak_rss_gb, read_metrics  # noqa: E402
 
 TARGET_S = 10.0
@@ -44,14 +51,22 @@ def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def measure(name: str, cached: bool, out: str, accumulation: int = 4) -> dict:
-    config = get_preset("cpu", model=args.model, threads=args.threads, max_steps=args.steps + 1, output_dir=out,
-                        gradient_accumulation=accumulation,
-                        data_sources="world_1hop,world_comparison", learning_rate=2e-4, save_steps=10_000, log_rollouts=False)
-    trainer = build_trainer(config)   # switches the completion-only LM head on
+def settings(out: str, accumulation: int):
+    if args.main_job:
+        job = ExperimentConfig(threads=args.threads, gradient_accumulation=accumulation)
+        return dataclasses.replace(grpo_config(job, args.model), max_steps=args.steps + 1, output_dir=out, save_steps=10_000,
+                                   log_rollouts=False)
+    return get_preset("cpu", model=args.model, threads=args.threads, max_steps=args.steps + 1, output_dir=out,
+                      gradient_accumulation=accumulation,
+                      data_sources="world_1hop,world_comparison", learning_rate=2e-4, save_steps=10_000, log_rollouts=False)
+
+
+def measure(name: str, cached: bool, out: str, accumulation: int = 4, sort: bool = True) -> dict:
+    trainer = build_trainer(settings(out, accumulation))   # switches the completion-only LM head on
+    trainer.sort_micro_batches = sort and cached
     if not cached:
         generator = trainer.rollout_recorder.engine.generator
-        generator.row_cache, generator.fast_attention = None, False
+        generator.row_cache, generator.fast_attention, generator.grouped_prefill = None, False, False
         compact_lm_head_on_cpu(False)
         trainer.skip_tool_tokens = trainer.trim_micro_batches = False
     start = load()
@@ -65,7 +80,8 @@ def measure(name: str, cached: bool, out: str, accumulation: int = 4) -> dict:
 
 
 def main():
-    print(f"model {args.model or 'packaged SmolLM2-135M-Instruct'}, {args.threads} threads, {args.steps} measured steps")
+    print(f"model {args.model or 'packaged SmolLM2-135M-Instruct'}, {args.threads} threads, {args.steps} measured steps, "
+          f"{'the main job' if args.main_job else 'the cpu preset'}")
     with tempfile.TemporaryDirectory() as d:
         new = measure("cached", True, os.path.join(d, "cached"), args.micro_batches[0])
         if not args.skip_baseline:
@@ -73,6 +89,9 @@ def main():
             print(f"rollout: {old['time/rollout_s'] / new['time/rollout_s']:.2f}x faster with the caches; "
                   f"update: {old['time/update_s'] / new['time/update_s']:.2f}x with the LM head on the policy's tokens and trimmed padding; "
                   f"step: {old['time/step_s'] / new['time/step_s']:.2f}x")
+        if args.unsorted:
+            shuffled = measure("shuffled", True, os.path.join(d, "shuffled"), args.micro_batches[0], sort=False)
+            print(f"update with TRL's shuffled micro-batches / by length: {shuffled['time/update_s'] / new['time/update_s']:.2f}x")
         for n in args.micro_batches[1:]:
             other = measure(f"{n} micro", True, os.path.join(d, f"micro{n}"), n)
             print(f"update with {n} micro-batches / with {args.micro_batches[0]}: "

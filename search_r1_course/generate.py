@@ -19,9 +19,9 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 # %% auto #0
-__all__ = ['DECODE_QUERY_MAX', 'SamplingParams', 'GenerationOutput', 'Generator', 'left_pad', 'common_prefix_len', 'middle_pad',
-           'find_stop', 'trim_completion', 'PrefixCache', 'RowCache', 'decode_attention', 'use_decode_attention',
-           'TransformersGenerator', 'completion_logprobs']
+__all__ = ['DECODE_QUERY_MAX', 'PREFILL_OVERHEAD', 'SamplingParams', 'GenerationOutput', 'Generator', 'left_pad',
+           'common_prefix_len', 'middle_pad', 'find_stop', 'trim_completion', 'PrefixCache', 'RowCache',
+           'decode_attention', 'use_decode_attention', 'prefill_groups', 'TransformersGenerator', 'completion_logprobs']
 
 # %% ../nbs/06_generate.ipynb #239d73d2
 @dataclass
@@ -321,6 +321,22 @@ def use_decode_attention(model) -> bool:
     if getattr(base.config, "_attn_implementation", None) == "sdpa": base.set_attn_implementation("sdpa_decode")
     return getattr(base.config, "_attn_implementation", None) == "sdpa_decode"
 
+# %% ../nbs/06_generate.ipynb #44868d52
+PREFILL_OVERHEAD = 64  # the fixed cost of one more prefill forward pass, in tokens' worth of work
+
+def prefill_groups(lengths: Sequence[int], overhead: int = PREFILL_OVERHEAD) -> list[list[int]]:
+    "Indices of `lengths` in groups to prefill together: sorted, cut where a group's padding costs more than another pass."
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    best, cut = [0] + [None] * len(order), [0] * (len(order) + 1)   # best[j]: cheapest cost of the j shortest rows
+    for j in range(1, len(order) + 1):
+        longest = lengths[order[j - 1]]  # every group is padded to its longest row
+        for i in range(j):
+            cost = best[i] + overhead + (j - i) * longest
+            if best[j] is None or cost < best[j]: best[j], cut[j] = cost, i
+    groups, j = [], len(order)
+    while j: groups.append(order[cut[j]:j]); j = cut[j]
+    return groups[::-1]
+
 # %% ../nbs/06_generate.ipynb #4000d31d
 # Settings a model's own generation_config.json may carry that would change what is sampled; forced neutral.
 _NEUTRAL = {"repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
@@ -341,8 +357,10 @@ def _seeded(seed, model):
 class TransformersGenerator:
     "The `Generator` on a Hugging Face causal LM: batched `model.generate`, finished rows leaving every `decode_chunk` tokens."
     def __init__(self, model, tokenizer, max_batch_size: int | None = None, prefix_cache: bool = True,
-                 min_prefix: int = 32, decode_chunk: int | None = 8, row_cache: bool = True, fast_attention: bool = True):
+                 min_prefix: int = 32, decode_chunk: int | None = 8, row_cache: bool = True, fast_attention: bool = True,
+                 grouped_prefill: bool = True):
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
+        self.grouped_prefill, self.prefill_passes = grouped_prefill, 0   # passes: grouped prefill forwards run
         self.prefix_cache, self.min_prefix = (PrefixCache() if prefix_cache else None), min_prefix
         self.row_cache = RowCache() if row_cache else None
         self.fast_attention = fast_attention
@@ -380,11 +398,8 @@ class TransformersGenerator:
             if kv is not None: known = [(n, kv) if k == 0 else (k, c) for k, c in known]
         return known
 
-    def _inputs(self, prompts, params, device) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
-        "Input ids, attention mask and a cache holding what is known of each row, laid out `[pad][known][pad][rest]`."
-        room = max(len(p) for p in prompts) + params.max_new_tokens
-        own = max([1] + [len(s) for s in params.stop_strings])  # tokens each row keeps out of the cache
-        known = self._known(prompts, own)
+    def _layout(self, prompts, known, room: int, device) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
+        "Ids, mask and a cache of each row's known part, laid out `[pad][known][pad][rest]`; no cache if none is known."
         lengths = [n for n, _ in known]
         if any(lengths):
             width = max(lengths)
@@ -393,13 +408,46 @@ class TransformersGenerator:
             head_mask = torch.zeros((len(prompts), width), dtype=torch.long)
             for r, (p, n) in enumerate(zip(prompts, lengths)):
                 if n: head_ids[r, width - n:], head_mask[r, width - n:] = torch.as_tensor(list(p[:n])), 1
-            cache = _stack_rows(self.model.config, [kv for _, kv in known], lengths, width + rest_ids.shape[1] + params.max_new_tokens)
+            cache = _stack_rows(self.model.config, [kv for _, kv in known], lengths, width + rest_ids.shape[1] + room)
             if cache is not None:
-                if self.row_cache is not None:
-                    self.row_cache.reused += sum(lengths)
-                    self.row_cache.computed += sum(len(p) for p in prompts) - sum(lengths)
                 return torch.cat([head_ids, rest_ids], 1).to(device), torch.cat([head_mask, rest_mask], 1).to(device), cache
-        return *left_pad(prompts, self.pad_id, device), _new_cache(self.model.config, room)
+        return *left_pad(prompts, self.pad_id, device), _new_cache(self.model.config, max(len(p) for p in prompts) + room)
+
+    def _prefill(self, prompts, known, own: int, device) -> list[tuple[int, list | None]] | None:
+        "Each row's keys and values up to its last `own` tokens, computed in `prefill_groups`; None when one pass is as cheap."
+        need = [len(p) - own - n for p, (n, _) in zip(prompts, known)]
+        todo = [r for r, k in enumerate(need) if k > 0]
+        groups = prefill_groups([need[r] for r in todo])
+        if len(groups) < 2: return None   # generate's own prefill does the same work
+        staged = list(known)
+        extra = {"logits_to_keep": 1} if getattr(self.model, "_supports_logits_to_keep", lambda: False)() else {}
+        for group in groups:
+            rows = [todo[k] for k in group]
+            heads = [prompts[r][:len(prompts[r]) - own] for r in rows]
+            ids, mask, cache = self._layout(heads, [known[r] for r in rows], 0, device)
+            if cache is None: return None
+            done = cache.get_seq_length()
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)   # as `generate` numbers them
+            self.model(input_ids=ids[:, done:], attention_mask=mask, position_ids=positions[:, done:], cache=cache,
+                       use_cache=True, **extra)
+            self.prefill_passes += 1
+            if not all(isinstance(layer, _GrowingLayer) for layer in cache.layers): return None
+            for j, r in enumerate(rows):
+                real = mask[j].nonzero()[:, 0]   # the cache slots of the row's tokens, in order
+                if len(real) != len(heads[j]): return None
+                staged[r] = (len(heads[j]), _row_kv(cache, j, real))
+        return staged
+
+    def _inputs(self, prompts, params, device) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
+        "Input ids, attention mask and a cache holding what is known of each row (its last turn, the shared prefix, a grouped prefill)."
+        own = max([1] + [len(s) for s in params.stop_strings])  # tokens each row keeps out of the cache
+        known = self._known(prompts, own)
+        if self.row_cache is not None and any(n for n, _ in known):
+            self.row_cache.reused += sum(n for n, _ in known)
+            self.row_cache.computed += sum(len(p) for p in prompts) - sum(n for n, _ in known)
+        if self.grouped_prefill and not self.model.training:
+            known = self._prefill(prompts, known, own, device) or known
+        return self._layout(prompts, known, params.max_new_tokens, device)
 
     def _store(self, cache, mask, rows, leaving, prompts, new_ids, ends) -> None:
         "Keep the keys and values of the rows in `leaving` (indices into the running batch) for their next turn."

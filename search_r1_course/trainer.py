@@ -38,12 +38,12 @@ from .warmstart import compact_lm_head_on_cpu
 from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
 
 # %% auto #0
-__all__ = ['PRESETS', 'METRIC_ALIASES', 'COMPLETION_KEYS', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL', 'TrainConfig', 'get_preset',
-           'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config', 'lora_config', 'grpo_args',
-           'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder',
-           'reload_weights_sync', 'colocated_engine_options', 'skip_tool_tokens_in_head', 'trim_padding',
-           'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train', 'read_metrics',
-           'moving_average', 'plot_curves']
+__all__ = ['PRESETS', 'METRIC_ALIASES', 'COMPLETION_KEYS', 'SPLIT_FREE_LOSSES', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL',
+           'TrainConfig', 'get_preset', 'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config',
+           'lora_config', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger',
+           'RolloutRecorder', 'reload_weights_sync', 'colocated_engine_options', 'skip_tool_tokens_in_head',
+           'trim_padding', 'by_length', 'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train',
+           'read_metrics', 'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 @dataclass
@@ -153,6 +153,7 @@ class SearchR1GRPOTrainer(GRPOTrainer):
     "TRL's `GRPOTrainer` with a resumable data order and the course's metric names."
     skip_tool_tokens = True   # the loss's LM head skips observation tokens (see "Scoring only what the loss reads")
     trim_micro_batches = True # each micro-batch loses its all-padding columns first (`trim_padding`)
+    sort_micro_batches = True # micro-batches of similar lengths (`by_length`) where the loss does not depend on the split
     def _get_train_sampler(self, dataset=None):
         dataset = self.train_dataset if dataset is None else dataset
         return EpochRepeatSampler(data_source=dataset, mini_repeat_count=self.num_generations,
@@ -175,6 +176,17 @@ class SearchR1GRPOTrainer(GRPOTrainer):
             self._last_log = (now, step)
             logs["memory/peak_rss_gb"] = peak_rss_gb()
         super().log(logs, start_time)
+
+    def _prepare_inputs(self, generation_batch):
+        # TRL shuffles the generation batch before cutting it into micro-batches; ordered by length instead, each
+        # micro-batch pads to a length close to its own rows' (see "Micro-batches of similar lengths")
+        split_free = self.loss_type in SPLIT_FREE_LOSSES and self.top_entropy_quantile == 1.0   # no per-micro-batch entropy mask
+        if not (self.sort_micro_batches and self.model.training and split_free):
+            return super()._prepare_inputs(generation_batch)
+        import trl.trainer.grpo_trainer as grpo
+        shuffle, grpo.shuffle_sequence_dict = grpo.shuffle_sequence_dict, by_length
+        try: return super()._prepare_inputs(generation_batch)
+        finally: grpo.shuffle_sequence_dict = shuffle
 
     def _compute_loss(self, model, inputs):
         # the tokens the loss reads, for `skip_tool_tokens_in_head`; without old log-probs TRL's ratio is 1 on every token
@@ -294,6 +306,18 @@ def trim_padding(inputs: dict) -> dict:
         v = out.get(k)
         if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape[1] == width: out[k] = v[:, :end]
     return out
+
+# TRL's losses that sum over the whole generation batch (or average equal-sized micro-batches): how the step's
+# trajectories are cut into micro-batches does not change them
+SPLIT_FREE_LOSSES = ("grpo", "dr_grpo", "dapo", "cispo")
+
+def by_length(batch: dict) -> dict:
+    "TRL's generation batch with its rows ordered by length (prompt + completion tokens), shortest first."
+    order = torch.argsort(batch["prompt_mask"].sum(1) + batch["completion_mask"].sum(1), stable=True)
+    def take(v):
+        if v is None or (isinstance(v, torch.Tensor) and v.ndim == 0): return v
+        return v[order] if isinstance(v, torch.Tensor) else [v[i] for i in order.tolist()]
+    return {k: take(v) for k, v in batch.items()}
 
 # %% ../nbs/11_trainer.ipynb #bdff8d55
 def build_engine(model, tokenizer, config: TrainConfig, tool=None) -> RolloutEngine:

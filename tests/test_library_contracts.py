@@ -120,6 +120,13 @@ def test_grpo_trainer_methods_the_course_overrides_or_calls():
     assert params(GRPOTrainer.log) == ["self", "logs", "start_time"]
     assert params(GRPOTrainer._log_metric) == ["self", "name", "value"]
     assert params(GRPOTrainer.train)[:2] == ["self", "resume_from_checkpoint"]
+    # `SearchR1GRPOTrainer._prepare_inputs` swaps this module global for `by_length` while TRL cuts the batch
+    import trl.trainer.grpo_trainer as grpo
+    assert params(GRPOTrainer._prepare_inputs) == ["self", "generation_batch"]
+    source = inspect.getsource(GRPOTrainer._prepare_inputs)
+    assert "shuffle_sequence_dict(generation_batch)" in source and callable(grpo.shuffle_sequence_dict)
+    assert source.index("shuffle_sequence_dict") < source.index("split_tensor_dict")
+    assert "top_entropy_quantile" in inspect.getsource(GRPOTrainer.__init__)
 
 
 def test_repeat_sampler_constructor_and_state():

@@ -131,6 +131,40 @@ def test_skipping_tool_tokens_and_padding_leaves_the_step_unchanged(tmp_path):
         assert on[k] == pytest.approx(off[k], rel=1e-4, abs=1e-6), k
 
 
+def test_micro_batches_by_length_leave_the_step_unchanged(tmp_path):
+    """TRL's shuffle replaced by `by_length`: micro-batches in order of length, the same rollouts, loss and gradient;
+    a loss that normalises per micro-batch (bnpo) keeps TRL's shuffle."""
+    torch.set_num_threads(1)
+    logs, widths = {}, {}
+    for sort in (True, False):
+        trainer = build_trainer(tiny_config(tmp_path / str(sort), max_steps=1, save_steps=10, num_generations=4,
+                                            gradient_accumulation=2), reward_funcs=TOY_REWARDS)
+        trainer.sort_micro_batches = sort
+        seen, loss_fn = [], trainer._compute_loss
+        trainer._compute_loss = lambda model, inputs, loss_fn=loss_fn: seen.append(inputs) or loss_fn(model, inputs)
+        trainer.train()
+        logs[sort] = read_metrics(tmp_path / str(sort) / "metrics.jsonl")[0]
+        lengths = [(b["prompt_mask"].sum(1) + b["completion_mask"].sum(1)).tolist() for b in seen]
+        widths[sort] = sum(len(n) * max(n) for n in lengths)   # tokens with padding, if each pads to its longest row
+        if sort:
+            flat = [n for batch in lengths for n in batch]
+            assert len(seen) == 2 and flat == sorted(flat), lengths
+    on, off = logs[True], logs[False]
+    assert on["rollout/completion_tokens"] == off["rollout/completion_tokens"]   # the same rollouts
+    for k in ("loss", "grad_norm"):
+        assert on[k] == pytest.approx(off[k], rel=1e-4, abs=1e-6), k
+    assert widths[True] <= widths[False]
+    bnpo = build_trainer(tiny_config(tmp_path / "bnpo", max_steps=1, loss_type="bnpo"), reward_funcs=TOY_REWARDS)
+    import trl.trainer.grpo_trainer as grpo
+    from search_r1_course.trainer import by_length
+    calls, shuffle = [], grpo.shuffle_sequence_dict
+    grpo.shuffle_sequence_dict = lambda batch: calls.append(batch) or shuffle(batch)
+    try: bnpo.train()
+    finally: grpo.shuffle_sequence_dict = shuffle
+    assert calls, "bnpo: TRL's own shuffle was not called"
+    assert grpo.shuffle_sequence_dict is shuffle and grpo.shuffle_sequence_dict is not by_length
+
+
 def test_trim_padding_gives_the_same_loss(tmp_path):
     """A micro-batch with extra all-padding columns (left of the prompts, right of the completions) has the same loss
     once `trim_padding` drops them as the original has without trimming."""
