@@ -8,7 +8,8 @@ The policy is the packaged SmolLM2-135M-Instruct in bfloat16 (the main job's bas
 policy, e.g. runs/cpu/warm_start/model, writes the main job's later-stage turns: more searches); `demo` is the prompt the
 base policy is evaluated with (a ~300-token demonstration), `short` the one the warm-started policies get. Questions:
 --n-per-type of each world type from the test split (the same ones the main job uses with its seed). Budgets: 3
-turns of at most 40 tokens, 256 completion tokens, observations of at most 96, BM25 top-1. The target of the
+turns of at most 40 tokens, 384 completion tokens, observations of at most 96, BM25 top-1 (`recipes/cpu.yaml`, as
+`ExperimentConfig` evaluates; before this was written down the benchmark took the `cpu` training preset's 256). The target of the
 course is at most 3 minutes per 600 questions on two cores; the last column compares with it (scaled to 600 when
 --n-per-type is smaller). Greedy answers of the two paths agree up to bfloat16 rounding (batch shapes differ); the
 exact-match figures are printed so a difference is visible. --ungrouped adds the streamed path with the generator's
@@ -37,7 +38,7 @@ import time  # noqa: E402
 from search_r1_course.data import load_named, sample_per_source  # noqa: E402
 from search_r1_course.evaluation import EvalConfig, grade, make_eval_engine  # noqa: E402
 from search_r1_course.policy import load_policy  # noqa: E402
-from search_r1_course.trainer import get_preset  # noqa: E402
+from search_r1_course.experiment import ExperimentConfig  # noqa: E402
 
 TARGET_S = 180.0  # per 600 questions
 
@@ -68,7 +69,7 @@ def main():
     print(f"{args.model or 'packaged model'}: {len(samples)} questions, {args.threads} threads, batch {args.batch_size}; load average {load()}")
     print(f"{'prompt':>6} {'path':>34} {'seconds':>8} {'q/s':>6} {'EM':>6} {'searches':>8} {'vs 3 min / 600 q':>16}")
     for style in args.prompt_styles:
-        config = EvalConfig.like(get_preset("cpu"), prompt_style=style, n_per_source=args.n_per_type, batch_size=args.batch_size)
+        config = EvalConfig.like(ExperimentConfig(), prompt_style=style, n_per_source=args.n_per_type, batch_size=args.batch_size)
         paths = [("streamed, all caches, grouped prefill", streamed)]
         if args.ungrouped: paths.append(("streamed, all caches, one prefill", ungrouped))
         if not args.skip_baseline: paths.append(("chunks of 32, prefix cache only", chunked))
