@@ -156,6 +156,10 @@ def _weights_state(model) -> tuple:
                      for m in model.modules() if hasattr(type(m), "merged_adapters"))  # peft's tuner layers
     return id(model), where, probe, adapters
 
+def _last_logit_only(model) -> dict:
+    "Forward-pass options that skip the LM head on all but the last position, where the model takes them."
+    return {"logits_to_keep": 1} if getattr(model, "_supports_logits_to_keep", lambda: False)() else {}
+
 class PrefixCache:
     "Keys and values (batch 1) of the last few prompt prefixes, reused while the model's weights stay as they were."
     def __init__(self, size: int = 2):
@@ -182,7 +186,7 @@ class PrefixCache:
         if not all(type(layer) is DynamicLayer for layer in cache.layers): return None
         for i, (k, v) in enumerate(best[1] if best is not None else []): cache.update(k[:, :, :n], v[:, :, :n], i)
         device = next(model.parameters()).device
-        extra = {"logits_to_keep": 1} if getattr(model, "_supports_logits_to_keep", lambda: False)() else {}
+        extra = _last_logit_only(model)
         model(input_ids=torch.tensor([tokens[n:]], device=device), use_cache=True, cache=cache,
               position_ids=torch.arange(n, len(tokens), device=device)[None], **extra)
         if not all(type(layer) is DynamicLayer for layer in cache.layers): return None
@@ -420,7 +424,7 @@ class TransformersGenerator:
         groups = prefill_groups([need[r] for r in todo])
         if len(groups) < 2: return None   # generate's own prefill does the same work
         staged = list(known)
-        extra = {"logits_to_keep": 1} if getattr(self.model, "_supports_logits_to_keep", lambda: False)() else {}
+        extra = _last_logit_only(self.model)
         for group in groups:
             rows = [todo[k] for k in group]
             heads = [prompts[r][:len(prompts[r]) - own] for r in rows]

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 from transformers import TrainerCallback
+import trl.trainer.grpo_trainer as trl_grpo
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
@@ -183,10 +184,9 @@ class SearchR1GRPOTrainer(GRPOTrainer):
         split_free = self.loss_type in SPLIT_FREE_LOSSES and self.top_entropy_quantile == 1.0   # no per-micro-batch entropy mask
         if not (self.sort_micro_batches and self.model.training and split_free):
             return super()._prepare_inputs(generation_batch)
-        import trl.trainer.grpo_trainer as grpo
-        shuffle, grpo.shuffle_sequence_dict = grpo.shuffle_sequence_dict, by_length
+        shuffle, trl_grpo.shuffle_sequence_dict = trl_grpo.shuffle_sequence_dict, by_length
         try: return super()._prepare_inputs(generation_batch)
-        finally: grpo.shuffle_sequence_dict = shuffle
+        finally: trl_grpo.shuffle_sequence_dict = shuffle
 
     def _compute_loss(self, model, inputs):
         # the tokens the loss reads, for `skip_tool_tokens_in_head`; without old log-probs TRL's ratio is 1 on every token
