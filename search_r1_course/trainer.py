@@ -8,6 +8,7 @@ Docs: https://search-r1-course.github.io/search_r1_course/trainer.html.md"""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import json
 import math
@@ -282,6 +283,7 @@ def skip_tool_tokens_in_head(trainer) -> None:
     "Inside the loss, make `trainer`'s fused LM head score only the completion tokens the policy wrote (not observations)."
     model = trainer.model.get_base_model() if hasattr(trainer.model, "get_base_model") else trainer.model
     fused = model.forward   # TRL's fused-head forward (`add_fused_lm_head`), an attribute of the model
+    @functools.wraps(fused)   # the model's signature: `generate` reads from it which inputs (mask, positions) to pass
     def forward(*args, labels=None, fused_lm_head=False, **kwargs):
         scored = getattr(trainer, "_scored_tokens", None)
         if fused_lm_head and scored is not None and labels is not None and labels.shape[0] == scored.shape[0]:

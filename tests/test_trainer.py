@@ -96,6 +96,27 @@ def test_environment_tokens_get_no_gradient(two_steps):
     assert sampled_with_grad > 0, "no sampled token received a gradient"
 
 
+def test_the_trainer_samples_from_the_policy_it_trains(tmp_path):
+    """The trainer's rollouts come from the trainer's model, whose forward is patched for the loss
+    (`skip_tool_tokens_in_head`). transformers' `generate` reads from the forward's signature whether to pass the
+    attention mask and the position ids of left-padded rows, so the patch must keep the signature: the trainer's first
+    rollouts are then, token for token, what the policy loaded on its own samples with the same seed."""
+    import inspect
+    from search_r1_course.trainer import build_engine
+    torch.set_num_threads(1)
+    config = tiny_config(tmp_path, num_generations=4, max_total_tokens=64)
+    trainer = build_trainer(config, reward_funcs=TOY_REWARDS)
+    forward = trainer.model.get_base_model().forward
+    assert {"attention_mask", "position_ids", "logits_to_keep"} <= set(inspect.signature(forward).parameters)
+    questions = ["Who founded it?", "In which city was the painter of the portrait of the old river god born?"] * 2
+    trainer.rollout_recorder(questions, trainer)   # the trainer's own rollout function, at step 0
+    theirs = trainer.rollout_recorder.last_trajectories
+    model, tokenizer = load_policy(config.model, dtype=config.dtype, threads=1)
+    ours = build_engine(model, tokenizer, config).run(questions, group_size=1, seed=config.seed)   # step 0's seed
+    assert [len(t.prompt_ids) for t in ours[:2]] != [len(ours[0].prompt_ids)] * 2   # rows of different lengths
+    assert [t.completion_ids for t in theirs] == [t.completion_ids for t in ours]
+
+
 def test_skipping_tool_tokens_and_padding_leaves_the_step_unchanged(tmp_path):
     """The loss's LM head skips observation tokens (`skip_tool_tokens_in_head`) and each micro-batch its all-padding
     columns (`trim_padding`): same rollouts, same loss and gradient as without either."""
