@@ -1,5 +1,6 @@
 """GRPO through TRL's real trainer on a tiny random model: LoRA updates, masked environment tokens, metrics,
 checkpoints, resume with the same data order, and reloading the adapter."""
+import inspect
 import json
 import os
 
@@ -11,7 +12,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 from search_r1_course.policy import load_policy, tiny_random_model  # noqa: E402
 from search_r1_course.reward import trl_reward_funcs  # noqa: E402
-from search_r1_course.trainer import (TrainConfig, build_trainer, get_preset, grpo_args, latest_checkpoint,  # noqa: E402
+from search_r1_course.trainer import (TrainConfig, build_engine, build_trainer, get_preset, grpo_args, latest_checkpoint,  # noqa: E402
                                       read_metrics, train)
 
 DESIGN_METRICS = ["reward/mean", "reward/correct", "reward/format", "rollout/search_calls", "rollout/turns",
@@ -101,8 +102,6 @@ def test_the_trainer_samples_from_the_policy_it_trains(tmp_path):
     (`skip_tool_tokens_in_head`). transformers' `generate` reads from the forward's signature whether to pass the
     attention mask and the position ids of left-padded rows, so the patch must keep the signature: the trainer's first
     rollouts are then, token for token, what the policy loaded on its own samples with the same seed."""
-    import inspect
-    from search_r1_course.trainer import build_engine
     torch.set_num_threads(1)
     config = tiny_config(tmp_path, num_generations=4, max_total_tokens=64)
     trainer = build_trainer(config, reward_funcs=TOY_REWARDS)
@@ -113,7 +112,7 @@ def test_the_trainer_samples_from_the_policy_it_trains(tmp_path):
     theirs = trainer.rollout_recorder.last_trajectories
     model, tokenizer = load_policy(config.model, dtype=config.dtype, threads=1)
     ours = build_engine(model, tokenizer, config).run(questions, group_size=1, seed=config.seed)   # step 0's seed
-    assert [len(t.prompt_ids) for t in ours[:2]] != [len(ours[0].prompt_ids)] * 2   # rows of different lengths
+    assert len(ours[0].prompt_ids) != len(ours[1].prompt_ids)   # rows of different lengths: left padding
     assert [t.completion_ids for t in theirs] == [t.completion_ids for t in ours]
 
 
