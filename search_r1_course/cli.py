@@ -245,3 +245,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt: return 130
     return 0
+
+# %% ../nbs/14_cli.ipynb #3300a7f7
+if __name__ == "__main__": sys.exit(main())

@@ -182,11 +182,16 @@ class TrainDataArgs(Options):
 class VLLMArgs(Options):
     "Generation by vLLM instead of transformers (`06b_vllm`)."
     use_vllm: bool = opt(False, "generate the rollouts with vLLM")
-    vllm_mode: str = opt("colocate", "'colocate' (TRL starts the engine in the trainer) | 'server' (`trl vllm-serve`)")
-    vllm_gpu_memory_utilization: float = opt(0.3, "the share of GPU memory the colocated engine takes")
+    vllm_mode: str = opt("colocate", "'colocate' (TRL starts an engine in each training process) | 'server' (a `vllm serve` "
+                                     "process on GPUs of its own, 15_scaling)")
+    vllm_gpu_memory_utilization: float = opt(0.3, "colocate: the share of each GPU's memory its engine takes")
+    vllm_server_host: str = opt("127.0.0.1", "server: the host `vllm serve` listens on")
+    vllm_server_port: int = opt(8001, "server: the port `vllm serve` listens on (8000 is the retrieval server's)")
 
     def check(self):
         if self.vllm_mode not in ("colocate", "server"): self.bad("vllm_mode", "'colocate' or 'server'")
+        if not 0 < self.vllm_gpu_memory_utilization <= 1: self.bad("vllm_gpu_memory_utilization", "a share in (0, 1]")
+        self.positive("vllm_server_port")
 
 @dataclass
 class OutputArgs(Options):

@@ -42,10 +42,10 @@ from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
 # %% auto #0
 __all__ = ['PRESETS', 'METRIC_ALIASES', 'COMPLETION_KEYS', 'SPLIT_FREE_LOSSES', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL',
            'TrainConfig', 'get_preset', 'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config',
-           'lora_config', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger',
-           'RolloutRecorder', 'reload_weights_sync', 'colocated_engine_options', 'skip_tool_tokens_in_head',
-           'trim_padding', 'by_length', 'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train',
-           'read_metrics', 'moving_average', 'plot_curves']
+           'lora_config', 'training_processes', 'process_device', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb',
+           'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder', 'reload_weights_sync', 'colocated_engine_options',
+           'skip_tool_tokens_in_head', 'trim_padding', 'by_length', 'build_engine', 'build_trainer',
+           'latest_checkpoint', 'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 @dataclass
@@ -109,15 +109,35 @@ def lora_config(config: TrainConfig):
                       bias="none", task_type="CAUSAL_LM")
 
 # %% ../nbs/11_trainer.ipynb #69df5479
-def grpo_args(config: TrainConfig, device: str | torch.device | None = None) -> GRPOConfig:
-    "TRL's `GRPOConfig` for a `TrainConfig` (every field whose default does not fit is set here)."
+def training_processes() -> int:
+    "How many training processes share a step: `WORLD_SIZE`, which `accelerate launch` sets in each of them (1 without it)."
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+def process_device(device: str | None) -> str | None:
+    "`device`; when it is unset under `accelerate launch` on GPUs, the GPU of this process's rank (`LOCAL_RANK`)."
+    rank = os.environ.get("LOCAL_RANK")
+    if device in (None, "auto") and rank is not None and torch.cuda.is_available(): return f"cuda:{int(rank)}"
+    return device
+
+def _accumulation(config: TrainConfig, processes: int) -> int:
+    "Micro-batches per step in each of `processes` training processes: the step's `gradient_accumulation` shared out."
+    if config.gradient_accumulation % processes:
+        raise ValueError(f"gradient_accumulation: the {config.gradient_accumulation} micro-batches of a step are shared by the "
+                         f"{processes} training processes; expected a number of processes that divides it, or a "
+                         f"gradient_accumulation that is a multiple of {processes} and divides the step's "
+                         f"{config.trajectories_per_step} trajectories")
+    return config.gradient_accumulation // processes
+
+def grpo_args(config: TrainConfig, device: str | torch.device | None = None, processes: int | None = None) -> GRPOConfig:
+    "TRL's `GRPOConfig` for a `TrainConfig` run by `processes` training processes (every field whose default does not fit)."
     dev = resolve_device(device or config.device)
     if config.dtype == "fp16" and dev.type == "cpu": raise ValueError("dtype 'fp16' needs a GPU; use 'bf16' or 'fp32' on CPU")
     kw = dict(
         output_dir=config.output_dir, run_name=config.run_name, seed=config.seed, data_seed=config.seed,
         max_steps=config.max_steps, learning_rate=config.learning_rate, lr_scheduler_type=config.lr_scheduler,
         warmup_steps=config.warmup, weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
-        per_device_train_batch_size=config.micro_batch_size, gradient_accumulation_steps=config.gradient_accumulation,
+        per_device_train_batch_size=config.micro_batch_size,
+        gradient_accumulation_steps=_accumulation(config, processes or training_processes()),
         generation_batch_size=config.trajectories_per_step, num_generations=config.num_generations,
         max_completion_length=config.max_total_tokens, temperature=config.temperature, top_p=config.top_p,
         beta=config.beta, epsilon=config.epsilon, loss_type=config.loss_type, scale_rewards=config.scale_rewards,
@@ -129,6 +149,7 @@ def grpo_args(config: TrainConfig, device: str | torch.device | None = None) -> 
         report_to=[] if config.report_to == "none" else [config.report_to], log_completions=False,
         dataloader_num_workers=0, disable_tqdm=False,
         use_vllm=config.use_vllm, vllm_mode=config.vllm_mode, vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        vllm_server_host=config.vllm_server_host, vllm_server_port=config.vllm_server_port,
         vllm_importance_sampling_correction=True)
     if config.use_vllm and config.vllm_mode == "server" and dev.type == "cpu":
         raise ValueError("vllm_mode 'server' needs GPUs: TRL pushes the weights to a vLLM server over NCCL; "
@@ -351,7 +372,8 @@ def build_trainer(config: TrainConfig, reward_funcs: list | None = None, reward_
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out/"config.json").write_text(json.dumps(config.to_dict(), indent=1))
-    model, tokenizer = load_policy(config.model, dtype=config.dtype, device=config.device, threads=config.threads)
+    model, tokenizer = load_policy(config.model, dtype=config.dtype, device=process_device(config.device),
+                                   threads=config.threads)
     if model.device.type == "cpu": compact_lm_head_on_cpu()
     if getattr(model, "peft_config", None) is not None and config.lora:
         raise ValueError(f"model {config.model!r} is a LoRA adapter; merge it first (load_policy(..., merge_adapter=True)) "
