@@ -11,6 +11,7 @@ import dataclasses
 import json
 import random
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -28,8 +29,8 @@ from .search import make_search_tool
 from .world import build_world
 
 # %% auto #0
-__all__ = ['BRIDGE_SENTENCES', 'oracle_turns', 'OracleGenerator', 'oracle_trajectories', 'sft_rows', 'compact_lm_head_on_cpu',
-           'WarmStartConfig', 'WarmStartResult', 'warm_start']
+__all__ = ['BRIDGE_SENTENCES', 'oracle_turns', 'OracleGenerator', 'too_long_scripts', 'oracle_trajectories', 'sft_rows',
+           'compact_lm_head_on_cpu', 'WarmStartConfig', 'WarmStartResult', 'warm_start']
 
 # %% ../nbs/10_warmstart.ipynb #6fd0dc38
 # What the oracle restates from a 2-hop question's first passage before it searches the entity that passage names
@@ -86,15 +87,24 @@ def _found(traj: Trajectory, tokenizer, answer: str) -> bool:
     inserted = "".join(tokenizer.decode(ids) for ids, sampled in traj.segments() if not sampled)
     return normalize_answer(answer) in normalize_answer(inserted)
 
+def too_long_scripts(scripts: dict[str, list[str]], tokenizer, budget: int) -> list[str]:
+    "The questions whose scripted turns do not all fit a turn of `budget` tokens (a cut turn ends its episode unanswered); warns."
+    long = [q for q, turns in scripts.items() if max(len(_encode(tokenizer, t)) for t in turns) > budget]
+    if long: warnings.warn(f"oracle: {len(long)} of {len(scripts)} scripted episodes have a turn longer than "
+                           f"max_new_tokens_per_turn={budget} tokens and will not be kept (e.g. {long[0]!r}); "
+                           "raise the turn budget or shorten the oracle's turns")
+    return long
+
 def oracle_trajectories(samples: Sequence[QASample], engine: RolloutEngine, corpus: dict[str, Passage],
                         facts: Callable[[str], dict] | None = None) -> tuple[list[Trajectory], dict[str, int]]:
     "Play the oracle on `samples` through `engine`'s protocol, tool and budgets; keep the answered, grounded ones."
     scripts = {s.question: oracle_turns(s, corpus, facts, engine.protocol) for s in samples}
+    too_long = too_long_scripts(scripts, engine.tokenizer, engine.config.max_new_tokens_per_turn)
     oracle = RolloutEngine(OracleGenerator(engine.tokenizer, engine.protocol, scripts), engine.protocol, engine.tool,
                            engine.tokenizer, dataclasses.replace(engine.config, show_progress=False))
     trajs = oracle.run(list(samples), group_size=1, seed=0)
     kept = [t for t, s in zip(trajs, samples) if t.status == "answered" and _found(t, engine.tokenizer, s.golden_answers[0])]
-    return kept, {"played": len(trajs), "kept": len(kept)}
+    return kept, {"played": len(trajs), "kept": len(kept), "too_long": len(too_long)}
 
 # %% ../nbs/10_warmstart.ipynb #679662f9
 def sft_rows(trajs: Sequence[Trajectory]) -> dict[str, list[list[int]]]:
