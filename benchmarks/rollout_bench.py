@@ -9,9 +9,10 @@ What is measured (one run of the script measures everything it prints, so ratios
   these threads;
 * **batched**: all questions x group trajectories played together by `RolloutEngine`, one `generate` call per turn
   over the live ones, with `TransformersGenerator`'s defaults (shared-prefix cache, each row's cache kept between
-  turns, `decode_attention`, prefill in groups of similar length);
-* **batched, prefix cache only**: the same with `row_cache=False, fast_attention=False, grouped_prefill=False` (the
-  generator before those three were added), to show what they bring;
+  turns, `decode_attention`, prefill in groups of similar length, tokens drawn by inverting the cumulative
+  distribution);
+* **batched, prefix cache only**: the same with `row_cache=False, fast_attention=False, grouped_prefill=False,
+  cdf_sampling=False` (the generator before those four were added), to show what they bring;
 * **one at a time**: each trajectory alone (batch 1), what a naive loop over episodes does.
 
 All use the same model (the packaged SmolLM2-135M-Instruct in bfloat16), the main job's prompt style (`short`),
@@ -72,7 +73,7 @@ def main():
     cfg = RolloutConfig(max_turns=3, max_new_tokens_per_turn=40, max_total_tokens=256, max_obs_tokens=96, temperature=1.0)
     engines = {"batched": TransformersGenerator(model, tok),
                "batched, prefix cache only": TransformersGenerator(model, tok, row_cache=False, fast_attention=False,
-                                                                   grouped_prefill=False)}
+                                                                   grouped_prefill=False, cdf_sampling=False)}
     engines = {name: RolloutEngine(g, protocol, tool, tok, cfg) for name, g in engines.items()}
     questions = load_world("test")[:args.questions]
     G = args.group

@@ -7,12 +7,13 @@ Docs: https://search-r1-course.github.io/search_r1_course/generate.html.md"""
 # %% ../nbs/06_generate.ipynb #b65fc230
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
 import torch
 from transformers import AttentionInterface, DynamicCache, GenerationConfig, LogitsProcessor
+from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 from transformers.cache_utils import DynamicLayer
 from transformers.generation.stopping_criteria import StopStringCriteria
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -21,7 +22,8 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 # %% auto #0
 __all__ = ['DECODE_QUERY_MAX', 'PREFILL_OVERHEAD', 'SamplingParams', 'GenerationOutput', 'Generator', 'left_pad',
            'common_prefix_len', 'middle_pad', 'find_stop', 'trim_completion', 'PrefixCache', 'RowCache',
-           'decode_attention', 'use_decode_attention', 'prefill_groups', 'TransformersGenerator', 'completion_logprobs']
+           'decode_attention', 'use_decode_attention', 'prefill_groups', 'MergedLoRA', 'TransformersGenerator',
+           'completion_logprobs']
 
 # %% ../nbs/06_generate.ipynb #239d73d2
 @dataclass
@@ -145,6 +147,25 @@ class _LogprobRecorder(LogitsProcessor):
         if self.prev is not None and len(self.steps) < new_ids.shape[1]: self._take(new_ids[:, -1])
         self.prev = None
         return torch.stack(self.steps, dim=1)
+
+# %% ../nbs/06_generate.ipynb #29e91c51
+class _CDFSampler(LogitsProcessor):
+    "Draw each row's next token from the warped distribution by inverting its cumulative sum; return scores whose arg-max is it."
+    def __init__(self, params: SamplingParams):
+        self.warpers = [TemperatureLogitsWarper(params.temperature)]
+        if params.top_k: self.warpers.append(TopKLogitsWarper(params.top_k))
+        if params.top_p < 1: self.warpers.append(TopPLogitsWarper(params.top_p))
+
+    def __call__(self, input_ids, scores):
+        for warp in self.warpers: scores = warp(input_ids, scores)
+        p = torch.softmax(scores.float(), dim=-1)
+        cdf = p.double().cumsum(-1)
+        u = torch.rand(len(p), 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
+        pick = torch.searchsorted(cdf, u, right=True).clamp_(max=p.shape[-1] - 1)
+        # u rounded up to the total: the last token of non-zero probability
+        last = p.shape[-1] - 1 - (p.flip(-1) > 0).int().argmax(-1, keepdim=True)
+        pick = torch.minimum(pick, last)
+        return torch.full_like(scores, float("-inf")).scatter_(-1, pick, 0.0)
 
 # %% ../nbs/06_generate.ipynb #b8916deb
 def _weights_state(model) -> tuple:
@@ -341,6 +362,54 @@ def prefill_groups(lengths: Sequence[int], overhead: int = PREFILL_OVERHEAD) -> 
     while j: groups.append(order[cut[j]:j]); j = cut[j]
     return groups[::-1]
 
+# %% ../nbs/06_generate.ipynb #01f546e5
+def _lora_layers(model) -> list[tuple] | None:
+    "`[(layer, adapters)]`: the peft LoRA layers a forward pass would run, with their active adapters; None if one cannot be folded."
+    try: from peft.tuners.lora import LoraLayer
+    except ImportError: return []
+    found = []
+    for m in model.modules():
+        if not isinstance(m, LoraLayer) or m.disable_adapters or m.merged: continue
+        names = [a for a in m.active_adapters if a in m.lora_A]
+        if not names: continue
+        if any(a in getattr(m, "lora_variant", {}) for a in names) or type(m.get_base_layer()) is not torch.nn.Linear:
+            return None   # DoRA and other variants, LoRA on embeddings or convolutions: left to peft
+        found.append((m, names))
+    return found
+
+class MergedLoRA:
+    "Each LoRA layer's base weight with its update folded in (`W + scale * B @ A`), swapped in while the generator runs."
+    def __init__(self):
+        self.state, self.weights = None, {}   # the weights' state they were computed from; layer -> folded weight
+        self.folds = 0                        # how many times they were computed
+
+    def clear(self): self.state, self.weights = None, {}
+
+    @contextmanager
+    def applied(self, model):
+        "Inside the block, `model`'s LoRA layers run as plain linear layers on folded weights; after it, exactly as before."
+        layers = None if model.training or torch.is_grad_enabled() else _lora_layers(model)
+        if not layers:
+            yield False
+            return
+        state = _weights_state(model)
+        if state != self.state:   # first call, or the adapter or base weights changed (an optimizer step)
+            self.weights = {}
+            for m, names in layers:
+                w = m.get_base_layer().weight
+                self.weights[m] = (w.float() + sum(m.get_delta_weight(a).float() for a in names)).to(w.dtype)
+            self.state, self.folds = state, self.folds + 1
+        swapped = []
+        try:
+            for m, names in layers:
+                w = m.get_base_layer().weight
+                swapped.append((m, w, w.data, list(m.merged_adapters)))
+                w.data = self.weights[m]   # the parameter keeps its identity; only the tensor it points at changes
+                m.merged_adapters.extend(names)   # peft's forward then calls the base layer alone
+            yield True
+        finally:
+            for m, w, data, merged in swapped: w.data, m.merged_adapters = data, merged
+
 # %% ../nbs/06_generate.ipynb #4000d31d
 # Settings a model's own generation_config.json may carry that would change what is sampled; forced neutral.
 _NEUTRAL = {"repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
@@ -362,8 +431,10 @@ class TransformersGenerator:
     "The `Generator` on a Hugging Face causal LM: batched `model.generate`, finished rows leaving every `decode_chunk` tokens."
     def __init__(self, model, tokenizer, max_batch_size: int | None = None, prefix_cache: bool = True,
                  min_prefix: int = 32, decode_chunk: int | None = 8, row_cache: bool = True, fast_attention: bool = True,
-                 grouped_prefill: bool = True):
+                 grouped_prefill: bool = True, merge_lora: bool = True, cdf_sampling: bool = True):
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
+        self.merged_lora = MergedLoRA() if merge_lora else None
+        self.cdf_sampling = cdf_sampling   # draw sampled tokens with `_CDFSampler`; False: transformers' multinomial
         self.grouped_prefill, self.prefill_passes = grouped_prefill, 0   # passes: grouped prefill forwards run
         self.prefix_cache, self.min_prefix = (PrefixCache() if prefix_cache else None), min_prefix
         self.row_cache = RowCache() if row_cache else None
@@ -378,8 +449,8 @@ class TransformersGenerator:
 
     def _config(self, params: SamplingParams) -> GenerationConfig:
         cfg = dict(max_new_tokens=params.max_new_tokens, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
-                   do_sample=not params.greedy, num_beams=1, return_dict_in_generate=True)
-        if not params.greedy: cfg.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
+                   do_sample=not (params.greedy or self.cdf_sampling), num_beams=1, return_dict_in_generate=True)
+        if cfg["do_sample"]: cfg.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
         own = self.model.generation_config
         cfg.update({k: v for k, v in _NEUTRAL.items() if getattr(own, k, None) not in (None, v)})
         return GenerationConfig(**cfg)
@@ -479,7 +550,8 @@ class TransformersGenerator:
             if self.decode_chunk and cache is not None and len(rows) > 1:
                 config.max_new_tokens = min(config.max_new_tokens, self.decode_chunk)
             recorder = _LogprobRecorder(params.temperature)
-            out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=[recorder],
+            draw = [_CDFSampler(params)] if self.cdf_sampling and not params.greedy else []   # generate's arg-max takes its draw
+            out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=[recorder, *draw],
                                       stopping_criteria=self._stopping(params.stop_strings),
                                       **({} if cache is None else {"cache": cache}))
             new = out.sequences[:, ids.shape[1]:]
@@ -508,13 +580,20 @@ class TransformersGenerator:
         if self.fast_attention: use_decode_attention(self.model)
         size = self.max_batch_size or len(prompts)
         keeping = self.row_cache is not None and not self.model.training
-        if keeping: self.row_cache.begin(self.model)
         results = []
-        with _seeded(params.seed, self.model):
-            for start in range(0, len(prompts), size):
-                results += self._generate_batch(prompts[start:start+size], params, config)
+        with torch.no_grad(), (self.merged_lora.applied(self.model) if self.merged_lora is not None else nullcontext()):
+            if keeping: self.row_cache.begin(self.model)
+            with _seeded(params.seed, self.model):
+                for start in range(0, len(prompts), size):
+                    results += self._generate_batch(prompts[start:start+size], params, config)
         if keeping: self.row_cache.end()
         return results
+
+    def release(self) -> None:
+        "Free what only a next call with the same weights could use (the folded LoRA weights, the rows' keys and values)."
+        if self.merged_lora is not None: self.merged_lora.clear()
+        if self.row_cache is not None: self.row_cache.clear()
+
 
 # %% ../nbs/06_generate.ipynb #4e2b99bd
 @torch.no_grad()

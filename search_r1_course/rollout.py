@@ -325,6 +325,7 @@ def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metric
         try: trajs = engine.run(questions, group_size=1, seed=seed)
         finally:
             if was_training: model.train()
+            if hasattr(engine.generator, "release"): engine.generator.release()   # the weights change before the next call
         if log_metrics and trainer is not None and hasattr(trainer, "_log_metric"):
             for k, v in rollout_metrics(trajs, tool=engine.tool).items(): trainer._log_metric(k, float(v))
         rollout_func.last_trajectories = trajs
