@@ -18,7 +18,10 @@ What is measured (one run of the script measures everything it prints, so ratios
 All use the same model (the packaged SmolLM2-135M-Instruct in bfloat16), the main job's prompt style (`short`),
 BM25 top-1, budgets (up to 3 turns of up to 40 sampled tokens, 256 completion tokens, observations of at most 96),
 temperature 1.0 and seeds. Throughput counts sampled tokens (the policy's own; prefill of prompts and observations is
-part of the cost, not of the count). Figures are medians over --runs runs. Run nothing else CPU-heavy meanwhile:
+part of the cost, not of the count). Because the inserted search results make most of a trajectory's context, a
+second figure counts all the work: every token position the model ran (prompts, observations, sampled tokens and
+padding, from a forward hook), times the cost per token, as a share of the matmul roof in GFLOP/s. Figures are medians
+over --runs runs. Run nothing else CPU-heavy meanwhile:
 the load average before and after each block is printed, and on a shared 2-core machine two threads competing with
 another process slow down several times.
 """
@@ -80,6 +83,9 @@ def main():
     print(f"{describe_policy(model)}; {gflop_per_token:.3f} GFLOP per token; {len(questions)} questions x {G} "
           f"trajectories, <= 3 turns of <= 40 tokens, temperature 1.0, prompt style {args.prompt_style!r}")
 
+    ran = [0]   # token positions through the model (batch x new positions per forward), padding included
+    model.register_forward_pre_hook(lambda m, a, kw: ran.__setitem__(0, ran[0] + kw["input_ids"].numel()), with_kwargs=True)
+
     def batched(engine, seed):
         return engine.run(questions, group_size=G, seed=seed)
 
@@ -97,14 +103,19 @@ def main():
         plan = [(name, batched, engine, args.runs) for name, engine in engines.items()]
         plan.append(("one at a time", one_at_a_time, engines["batched"], args.loop_runs))
         for name, fn, engine, runs in plan:
-            tps = []
+            tps, work = [], []
             for r in range(runs):
+                ran[0] = 0
                 t0 = time.perf_counter()
                 trajs = fn(engine, r)
-                tps.append(sum(t.n_sampled for t in trajs) / (time.perf_counter() - t0))
+                seconds = time.perf_counter() - t0
+                tps.append(sum(t.n_sampled for t in trajs) / seconds)
+                work.append(ran[0] * gflop_per_token / seconds)
             speed[name] = statistics.median(tps)
             print(f"  rollout {name}: {speed[name]:.1f} tok/s = {100 * speed[name] / roof:.1f}% of roof "
                   f"(median of {runs}; runs {', '.join(f'{x:.1f}' for x in tps)}; load average {load()})", flush=True)
+            print(f"    all positions the model ran: {statistics.median(work):.0f} GFLOP/s = "
+                  f"{100 * statistics.median(work) / roof_gflops:.1f}% of the matmul roof", flush=True)
         print(f"  batched / prefix cache only: {speed['batched'] / speed['batched, prefix cache only']:.2f}x;  "
               f"batched / one at a time: {speed['batched'] / speed['one at a time']:.1f}x")
 
