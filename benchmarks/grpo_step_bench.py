@@ -10,7 +10,8 @@ e.g. runs/cpu/warm_start/model); the default, the untrained packaged model, writ
 Per variant: --steps optimizer steps after one warm-up step (not counted); the medians of the training log's
 `time/step_s`, `time/rollout_s` and `time/update_s` (everything but the rollout: rewards, the loss's forward and
 backward passes, the optimizer). "baseline" is the same trainer with the course's speed-ups switched off: the rollout
-generator's row cache, decode attention, grouped prefill, folded LoRA weights and cumulative-distribution sampling; in the update, the completion-only LM head (TRL then scores every
+generator's row cache, decode attention, grouped prefill, folded LoRA weights, cumulative-distribution sampling and
+the contiguous input of the LM head (without it torch copies the frozen head once per row); in the update, the completion-only LM head (TRL then scores every
 position of each sequence, prompt and padding included, as it does on any device without Triton), the skipped
 observation tokens, the micro-batches' trimmed padding and their order by length. --unsorted measures the cached trainer
 again with TRL's shuffle instead of that order. --main-job takes the main job's GRPO stage instead of the preset
@@ -42,6 +43,7 @@ import tempfile  # noqa: E402
 import dataclasses  # noqa: E402
 
 from search_r1_course.experiment import ExperimentConfig, grpo_config  # noqa: E402
+from search_r1_course.generate import contiguous_head_input  # noqa: E402
 from search_r1_course.trainer import build_trainer, compact_lm_head_on_cpu, get_preset, peak_rss_gb, read_metrics  # noqa: E402
 
 TARGET_S = 10.0
@@ -68,6 +70,7 @@ def measure(name: str, cached: bool, out: str, accumulation: int = 4, sort: bool
         generator = trainer.rollout_recorder.engine.generator
         generator.row_cache, generator.fast_attention, generator.grouped_prefill = None, False, False
         generator.merged_lora, generator.cdf_sampling = None, False
+        contiguous_head_input(generator.model, enabled=False)
         compact_lm_head_on_cpu(False)
         trainer.skip_tool_tokens = trainer.trim_micro_batches = False
     start = load()

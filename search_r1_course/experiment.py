@@ -18,7 +18,7 @@ from .config import (GRPOArgs, LoraArgs, PolicyArgs, RewardArgs, RolloutArgs, Se
                                      derive, opt)
 from .data import comma_list, load_named, sample_per_source
 from .evaluation import EvalConfig, EvalResult, evaluate_policy, markdown_table
-from .trainer import TrainConfig, peak_rss_gb, plot_curves, read_metrics, train
+from .trainer import TrainConfig, peak_rss_gb, plot_curves, read_metrics, release_memory, train
 from .warmstart import WarmStartConfig, warm_start
 
 # %% auto #0
@@ -126,6 +126,7 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
     samples = sample_per_source(load_named("world", config.eval_split), config.eval_n_per_source, seed=config.seed)
     ran = not all((out/f).is_file() for f in ("eval_base.json", "eval_grpo.json"))   # some stage runs in this process
     results = {"base": _evaluate(config.model, samples, eval_config(config, config.base_prompt_style), out/"eval_base.json")}
+    release_memory()   # each stage starts without the last one's freed pages (`11_trainer`)
     start, style = config.model, config.base_prompt_style
     if config.warm_start:
         wcfg = warm_config(config)
@@ -133,8 +134,10 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
         if not (model_dir/"config.json").is_file():
             res = warm_start(wcfg)
             timings.update(warm_start_s=res.seconds, warm_start_trajectories=res.counts["kept"]); save_timings()
+            del res; release_memory()
         start, style = str(model_dir), config.prompt_style
         results["warm start"] = _evaluate(start, samples, eval_config(config, style), out/"eval_warm_start.json")
+        release_memory()
     if config.max_steps > 0:   # 0: the job stops after the warm start
         tcfg = grpo_config(config, start)
         adapter = Path(tcfg.output_dir)/"adapter"
@@ -143,7 +146,7 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
             steps = [r["time/step_s"] for r in read_metrics(res.metrics_path) if r.get("time/step_s")]
             timings.update(grpo_s=res.seconds, grpo_steps=res.global_step, grpo_step_median_s=statistics.median(steps) if steps else None)
             save_timings()
-            del res
+            del res; release_memory()
         name = "warm start + GRPO" if config.warm_start else "GRPO"
         results[name] = _evaluate(str(adapter), samples, eval_config(config, style), out/"eval_grpo.json")
     if ran:   # the peak of a process that ran stages; a replay from files leaves the recorded figure alone

@@ -22,8 +22,8 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 # %% auto #0
 __all__ = ['DECODE_QUERY_MAX', 'PREFILL_OVERHEAD', 'SamplingParams', 'GenerationOutput', 'Generator', 'left_pad',
            'common_prefix_len', 'middle_pad', 'find_stop', 'trim_completion', 'PrefixCache', 'RowCache',
-           'decode_attention', 'use_decode_attention', 'prefill_groups', 'MergedLoRA', 'TransformersGenerator',
-           'completion_logprobs']
+           'decode_attention', 'use_decode_attention', 'prefill_groups', 'MergedLoRA', 'contiguous_head_input',
+           'TransformersGenerator', 'completion_logprobs']
 
 # %% ../nbs/06_generate.ipynb #239d73d2
 @dataclass
@@ -160,11 +160,10 @@ class _CDFSampler(LogitsProcessor):
         for warp in self.warpers: scores = warp(input_ids, scores)
         p = torch.softmax(scores.float(), dim=-1)
         cdf = p.double().cumsum(-1)
-        u = torch.rand(len(p), 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
-        pick = torch.searchsorted(cdf, u, right=True).clamp_(max=p.shape[-1] - 1)
-        # u rounded up to the total: the last token of non-zero probability
-        last = p.shape[-1] - 1 - (p.flip(-1) > 0).int().argmax(-1, keepdim=True)
-        pick = torch.minimum(pick, last)
+        total = cdf[:, -1:]
+        u = torch.rand(len(p), 1, dtype=cdf.dtype, device=cdf.device) * total
+        u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))   # below the total even when rounded up
+        pick = torch.searchsorted(cdf, u, right=True)   # the first token whose cumulative sum passes u: p > 0
         return torch.full_like(scores, float("-inf")).scatter_(-1, pick, 0.0)
 
 # %% ../nbs/06_generate.ipynb #b8916deb
@@ -410,6 +409,21 @@ class MergedLoRA:
         finally:
             for m, w, data, merged in swapped: w.data, m.merged_adapters = data, merged
 
+# %% ../nbs/06_generate.ipynb #caa93934
+def contiguous_head_input(model, enabled: bool = True) -> None:
+    "Give `model`'s LM head a contiguous input (a copy of a sliced one): torch then folds it into one matrix product."
+    head = model.get_output_embeddings()
+    if head is None: return
+    handle = getattr(head, "_contiguous_input_hook", None)
+    if not enabled:   # the benchmarks' baselines: torch's own behaviour again
+        if handle is not None: handle.remove(); head._contiguous_input_hook = None
+        return
+    if handle is not None: return
+    def hook(module, args):
+        if args and isinstance(args[0], torch.Tensor) and not args[0].is_contiguous():
+            return (args[0].contiguous(), *args[1:])
+    head._contiguous_input_hook = head.register_forward_pre_hook(hook)
+
 # %% ../nbs/06_generate.ipynb #4000d31d
 # Settings a model's own generation_config.json may carry that would change what is sampled; forced neutral.
 _NEUTRAL = {"repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
@@ -433,6 +447,7 @@ class TransformersGenerator:
                  min_prefix: int = 32, decode_chunk: int | None = 8, row_cache: bool = True, fast_attention: bool = True,
                  grouped_prefill: bool = True, merge_lora: bool = True, cdf_sampling: bool = True):
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
+        contiguous_head_input(model)   # the last position's logits in one matrix product (see above)
         self.merged_lora = MergedLoRA() if merge_lora else None
         self.cdf_sampling = cdf_sampling   # draw sampled tokens with `_CDFSampler`; False: transformers' multinomial
         self.grouped_prefill, self.prefill_passes = grouped_prefill, 0   # passes: grouped prefill forwards run

@@ -7,8 +7,10 @@ Docs: https://search-r1-course.github.io/search_r1_course/trainer.html.md"""
 # %% ../nbs/11_trainer.ipynb #c3e3ae30
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
+import gc
 import importlib.util
 import json
 import math
@@ -43,9 +45,10 @@ from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
 __all__ = ['PRESETS', 'METRIC_ALIASES', 'COMPLETION_KEYS', 'SPLIT_FREE_LOSSES', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL',
            'TrainConfig', 'get_preset', 'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config',
            'lora_config', 'training_processes', 'process_device', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb',
-           'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder', 'reload_weights_sync', 'colocated_engine_options',
-           'skip_tool_tokens_in_head', 'trim_padding', 'by_length', 'build_engine', 'build_trainer',
-           'latest_checkpoint', 'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
+           'SearchR1GRPOTrainer', 'rss_gb', 'release_memory', 'ReleaseMemory', 'MetricsLogger', 'RolloutRecorder',
+           'reload_weights_sync', 'colocated_engine_options', 'skip_tool_tokens_in_head', 'trim_padding', 'by_length',
+           'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train', 'read_metrics',
+           'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 @dataclass
@@ -225,6 +228,26 @@ class SearchR1GRPOTrainer(GRPOTrainer):
             if state.is_file(): self._resumed_step = json.loads(state.read_text())["global_step"]
         return super().train(resume_from_checkpoint, *args, **kwargs)
 
+# %% ../nbs/11_trainer.ipynb #565d8757
+def rss_gb() -> float | None:
+    "Resident memory of this process now, in GiB (None where /proc is not available)."
+    try: pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError): return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 30)
+
+def release_memory() -> float:
+    "Collect garbage and return the C heap's free pages to the system (glibc `malloc_trim`); the GiB the resident memory fell."
+    before = rss_gb()
+    gc.collect()
+    try: ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError): pass   # not glibc: garbage collection only
+    after = rss_gb()
+    return 0.0 if before is None or after is None else max(0.0, before - after)
+
+class ReleaseMemory(TrainerCallback):
+    "After every optimizer step, `release_memory()`: the heap does not keep what each step's rollout and update freed."
+    def on_step_end(self, args, state, control, **kwargs): release_memory()
+
 # %% ../nbs/11_trainer.ipynb #b8f29582
 def _truncate_jsonl(path: Path, last_step: int) -> None:
     "Keep only the lines of `path` whose `step` is at most `last_step`."
@@ -395,7 +418,7 @@ def build_trainer(config: TrainConfig, reward_funcs: list | None = None, reward_
         trainer = SearchR1GRPOTrainer(model=policy, reward_funcs=reward_funcs, args=args,
                                       train_dataset=to_dataset(samples if samples is not None else load_train_samples(config)),
                                       processing_class=tokenizer, rollout_func=recorder, peft_config=lora_config(config),
-                                      callbacks=[MetricsLogger(out/"metrics.jsonl"), *callbacks])
+                                      callbacks=[MetricsLogger(out/"metrics.jsonl"), ReleaseMemory(), *callbacks])
     if config.use_vllm and config.vllm_mode == "colocate": reload_weights_sync(trainer.vllm_generation)
     skip_tool_tokens_in_head(trainer)
     trainer.rollout_recorder = recorder
