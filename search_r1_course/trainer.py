@@ -235,12 +235,17 @@ def rss_gb() -> float | None:
     except (OSError, IndexError, ValueError): return None
     return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 30)
 
+@functools.cache
+def _malloc_trim():
+    "glibc's `malloc_trim`, looked up once; None where the C library is not glibc."
+    try: return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError): return None
+
 def release_memory() -> float:
     "Collect garbage and return the C heap's free pages to the system (glibc `malloc_trim`); the GiB the resident memory fell."
     before = rss_gb()
     gc.collect()
-    try: ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError): pass   # not glibc: garbage collection only
+    if (trim := _malloc_trim()) is not None: trim(0)   # not glibc: garbage collection only
     after = rss_gb()
     return 0.0 if before is None or after is None else max(0.0, before - after)
 
