@@ -18,7 +18,7 @@ from .config import (GRPOArgs, LoraArgs, PolicyArgs, RewardArgs, RolloutArgs, Se
                                      derive, opt)
 from .data import comma_list, load_named, sample_per_source
 from .evaluation import EvalConfig, EvalResult, evaluate_policy, markdown_table
-from .trainer import TrainConfig, peak_rss_gb, plot_curves, read_metrics, release_memory, train
+from .trainer import ReleaseMemory, TrainConfig, peak_rss_gb, plot_curves, read_metrics, release_memory, train
 from .warmstart import WarmStartConfig, warm_start
 
 # %% auto #0
@@ -53,7 +53,7 @@ class ExperimentConfig(RewardArgs, TrainDataArgs, SearchArgs, RolloutArgs, GRPOA
     base_prompt_style: str = opt("demo", "the untrained policy gets the course's best prompt")
     warm_start: bool = opt(True, "warm-start on oracle trajectories before GRPO")
     warm_sources: str = opt(ALL_TYPES, "the types the oracle demonstrates: it shows when to search again")
-    warm_samples: int = opt(240, "questions the oracle plays (the ones it answers are trained on)")
+    warm_samples: int = opt(480, "questions the oracle plays (the ones it answers are trained on)")
     warm_refine: bool = opt(False, "the oracle restates the bridge entity / the compared values (<think>)")
     warm_learning_rate: float = opt(2e-4)
     warm_epochs: int = opt(3, "passes over them: one pass does not teach when to stop searching")
@@ -132,7 +132,7 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
         wcfg = warm_config(config)
         model_dir = Path(wcfg.output_dir)/"model"
         if not (model_dir/"config.json").is_file():
-            res = warm_start(wcfg)
+            res = warm_start(wcfg, callbacks=[ReleaseMemory()])   # the heap hands back what each step freed
             timings.update(warm_start_s=res.seconds, warm_start_trajectories=res.counts["kept"]); save_timings()
             del res; release_memory()
         start, style = str(model_dir), config.prompt_style
@@ -191,6 +191,7 @@ def pick_examples(result: EvalResult, sources: list[str]) -> list[dict]:
 
 # %% ../nbs/13_experiment.ipynb #ce766e73
 def _fmt_s(s) -> str: return "" if s is None else f"{s / 60:.1f} min ({s:.0f} s)"
+def _points(delta: float) -> str: return f"{round(100 * delta, 1) + 0.0:+.1f}"   # EM difference in points; no "-0.0"
 
 def _analysis_sections(result: ExperimentResult) -> list[str]:
     "The report's pictures and tables of `12b_analysis`: EM and searches per type, why answers fail, how each policy works."
@@ -220,10 +221,10 @@ def write_report(result: ExperimentResult) -> Path:
     names = list(result.results)
     if len(names) >= 2:
         first, last = result.results[names[0]].metrics["em/macro"], result.results[names[-1]].metrics["em/macro"]
-        lines += [f"Macro EM: {names[-1]} {last:.3f} against {names[0]} {first:.3f} ({100 * (last - first):+.1f} points)."]
+        lines += [f"Macro EM: {names[-1]} {last:.3f} against {names[0]} {first:.3f} ({_points(last - first)} points)."]
     if "warm start" in result.results and len(names) == 3:
         w = result.results["warm start"].metrics["em/macro"]
-        lines += [f"GRPO's own contribution over the warm start: {100 * (result.results[names[-1]].metrics['em/macro'] - w):+.1f} points."]
+        lines += [f"GRPO's own contribution over the warm start: {_points(result.results[names[-1]].metrics['em/macro'] - w)} points."]
     train_s = (t.get("warm_start_s") or 0) + (t.get("grpo_s") or 0)
     metrics = out/"grpo"/"metrics.jsonl"
     steps = read_metrics(metrics) if metrics.is_file() else []
@@ -233,7 +234,7 @@ def write_report(result: ExperimentResult) -> Path:
               f"* GRPO: {_fmt_s(t.get('grpo_s'))}, {t.get('grpo_steps', '')} steps, median step "
               + (f"{t['grpo_step_median_s']:.1f} s" if t.get("grpo_step_median_s") else "n/a"),
               f"* training in all: {_fmt_s(train_s)}",
-              f"* peak resident memory during GRPO: {grpo_peak:.2f} GiB"
+              f"* peak resident memory of the process by the end of GRPO: {grpo_peak:.2f} GiB"
               + (f"; of the whole job's process: {result.peak_rss_gb:.2f} GiB" if result.peak_rss_gb else "")]
     if steps:
         import matplotlib.pyplot as plt

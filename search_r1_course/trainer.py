@@ -36,7 +36,7 @@ from .data import QASample, comma_list, load_named
 from .generate import GenerationOutput, SamplingParams, TransformersGenerator
 from .policy import load_policy, resolve_device, resolve_dtype
 from .reward import CORRECT_BY_TYPE, TRL_REWARD_WEIGHTS, RewardConfig, trl_reward_funcs
-from .rollout import RolloutEngine, make_protocol, make_rollout_func, render_trajectory, rollout_config, search_config
+from .rollout import RolloutEngine, degenerate_group_rate, make_protocol, make_rollout_func, render_trajectory, rollout_config, search_config
 from .search import make_search_tool
 from .warmstart import compact_lm_head_on_cpu
 from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
@@ -168,7 +168,7 @@ class EpochRepeatSampler(RepeatSampler):
 
 # %% ../nbs/11_trainer.ipynb #b9ad8ce1
 METRIC_ALIASES = {"reward/mean": "reward", "reward/correct": "rewards/answer_correct/mean",
-                  "reward/format": "rewards/answer_format/mean", "rollout/degenerate_group_rate": "frac_reward_zero_std"}
+                  "reward/format": "rewards/answer_format/mean"}
 
 def peak_rss_gb() -> float:
     "Peak resident memory of this process so far, in GiB."
@@ -202,6 +202,14 @@ class SearchR1GRPOTrainer(GRPOTrainer):
             self._last_log = (now, step)
             logs["memory/peak_rss_gb"] = peak_rss_gb()
         super().log(logs, start_time)
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)  # every process's
+        if self.model.training:   # groups of num_generations consecutive rows, as TRL's advantages read them
+            total = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+            self._metrics["train"]["rollout/degenerate_group_rate"].append(
+                degenerate_group_rate(total.tolist(), self.num_generations))
+        return rewards_per_func
 
     def _prepare_inputs(self, generation_batch):
         # TRL shuffles the generation batch before cutting it into micro-batches; ordered by length instead, each

@@ -162,8 +162,8 @@ def _sample(config: WarmStartConfig) -> list[QASample]:
     rng = random.Random(config.seed)
     return rng.sample(pool, min(config.n_samples, len(pool)))
 
-def warm_start(config: WarmStartConfig, model=None, tokenizer=None) -> WarmStartResult:
-    "Play the oracle, fine-tune a LoRA adapter on its trajectories with TRL's SFTTrainer, save the merged model."
+def warm_start(config: WarmStartConfig, model=None, tokenizer=None, callbacks: Sequence = ()) -> WarmStartResult:
+    "Play the oracle, fine-tune a LoRA adapter on its trajectories with TRL's SFTTrainer (and `callbacks`), save the merged model."
     from datasets import Dataset
     from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
@@ -190,7 +190,7 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None) -> WarmStart
     lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout, task_type="CAUSAL_LM",
                       target_modules=comma_list(config.lora_targets))
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict(sft_rows(kept)),
-                         processing_class=tokenizer, peft_config=lora)
+                         processing_class=tokenizer, peft_config=lora, callbacks=list(callbacks))
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     merged = trainer.model.merge_and_unload()
