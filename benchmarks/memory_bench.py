@@ -6,7 +6,7 @@ Each variant runs in its own process (a process's peak resident memory only grow
 (`grpo_config(ExperimentConfig())`, 4 questions x 6 trajectories of every type) from --model, a warm-started policy,
 for --steps optimizer steps with the same seed. Printed per variant: the peak resident memory after the first step
 and after the last (the trainer's `memory/peak_rss_gb`), the resident memory at the end, and the median step and rollout times.
-"course" is the trainer as `build_trainer` makes it, with the `ReleaseMemory` callback (`11_trainer`: after every
+"course" is the trainer as `build_trainer` makes it, with the `ReleaseMemory` callback (`10_warmstart`: after every
 step, garbage collection and glibc's `malloc_trim`, which hands the heap's free pages back to the system); "no
 release" is the same trainer without that callback, the heap as glibc keeps it. --mmap-threshold N measures a third
 process: the course's trainer with glibc's mmap threshold fixed at N bytes (`MALLOC_MMAP_THRESHOLD_`: every block of
@@ -38,7 +38,8 @@ def child(variant: str) -> None:
     import tempfile
 
     from search_r1_course.experiment import ExperimentConfig, grpo_config
-    from search_r1_course.trainer import ReleaseMemory, build_trainer, read_metrics, rss_gb
+    from search_r1_course.trainer import build_trainer, read_metrics
+    from search_r1_course.warmstart import ReleaseMemory, rss_gb
 
     with tempfile.TemporaryDirectory() as out:
         job = ExperimentConfig(threads=args.threads)

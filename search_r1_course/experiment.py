@@ -18,8 +18,8 @@ from .config import (GRPOArgs, LoraArgs, PolicyArgs, RewardArgs, RolloutArgs, Se
                                      derive, opt)
 from .data import comma_list, load_named, sample_per_source
 from .evaluation import EvalConfig, EvalResult, evaluate_policy, markdown_table
-from .trainer import ReleaseMemory, TrainConfig, peak_rss_gb, plot_curves, read_metrics, release_memory, train
-from .warmstart import WarmStartConfig, warm_start
+from .trainer import TrainConfig, peak_rss_gb, plot_curves, read_metrics, train
+from .warmstart import WarmStartConfig, release_memory, warm_start
 
 # %% auto #0
 __all__ = ['ALL_TYPES', 'STAGES', 'ExperimentConfig', 'grpo_config', 'warm_config', 'eval_config', 'ExperimentResult',
@@ -126,13 +126,13 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
     samples = sample_per_source(load_named("world", config.eval_split), config.eval_n_per_source, seed=config.seed)
     ran = not all((out/f).is_file() for f in ("eval_base.json", "eval_grpo.json"))   # some stage runs in this process
     results = {"base": _evaluate(config.model, samples, eval_config(config, config.base_prompt_style), out/"eval_base.json")}
-    release_memory()   # each stage starts without the last one's freed pages (`11_trainer`)
+    release_memory()   # each stage starts without the last one's freed pages (`10_warmstart`)
     start, style = config.model, config.base_prompt_style
     if config.warm_start:
         wcfg = warm_config(config)
         model_dir = Path(wcfg.output_dir)/"model"
         if not (model_dir/"config.json").is_file():
-            res = warm_start(wcfg, callbacks=[ReleaseMemory()])   # the heap hands back what each step freed
+            res = warm_start(wcfg)
             timings.update(warm_start_s=res.seconds, warm_start_trajectories=res.counts["kept"]); save_timings()
             del res; release_memory()
         start, style = str(model_dir), config.prompt_style

@@ -7,10 +7,8 @@ Docs: https://search-r1-course.github.io/search_r1_course/trainer.html.md"""
 # %% ../nbs/11_trainer.ipynb #c3e3ae30
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import functools
-import gc
 import importlib.util
 import json
 import math
@@ -38,17 +36,16 @@ from .policy import load_policy, resolve_device, resolve_dtype
 from .reward import CORRECT_BY_TYPE, TRL_REWARD_WEIGHTS, RewardConfig, trl_reward_funcs
 from .rollout import RolloutEngine, degenerate_group_rate, make_protocol, make_rollout_func, render_trajectory, rollout_config, search_config
 from .search import make_search_tool
-from .warmstart import compact_lm_head_on_cpu
+from .warmstart import ReleaseMemory, compact_lm_head_on_cpu
 from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
 
 # %% auto #0
 __all__ = ['PRESETS', 'METRIC_ALIASES', 'COMPLETION_KEYS', 'SPLIT_FREE_LOSSES', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL',
            'TrainConfig', 'get_preset', 'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config',
            'lora_config', 'training_processes', 'process_device', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb',
-           'SearchR1GRPOTrainer', 'rss_gb', 'release_memory', 'ReleaseMemory', 'MetricsLogger', 'RolloutRecorder',
-           'reload_weights_sync', 'colocated_engine_options', 'skip_tool_tokens_in_head', 'trim_padding', 'by_length',
-           'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train', 'read_metrics',
-           'moving_average', 'plot_curves']
+           'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder', 'reload_weights_sync', 'colocated_engine_options',
+           'skip_tool_tokens_in_head', 'trim_padding', 'by_length', 'build_engine', 'build_trainer',
+           'latest_checkpoint', 'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 @dataclass
@@ -235,31 +232,6 @@ class SearchR1GRPOTrainer(GRPOTrainer):
             state = Path(resume_from_checkpoint)/"trainer_state.json"
             if state.is_file(): self._resumed_step = json.loads(state.read_text())["global_step"]
         return super().train(resume_from_checkpoint, *args, **kwargs)
-
-# %% ../nbs/11_trainer.ipynb #565d8757
-def rss_gb() -> float | None:
-    "Resident memory of this process now, in GiB (None where /proc is not available)."
-    try: pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError): return None
-    return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 30)
-
-@functools.cache
-def _malloc_trim():
-    "glibc's `malloc_trim`, looked up once; None where the C library is not glibc."
-    try: return ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError): return None
-
-def release_memory() -> float:
-    "Collect garbage and return the C heap's free pages to the system (glibc `malloc_trim`); the GiB the resident memory fell."
-    before = rss_gb()
-    gc.collect()
-    if (trim := _malloc_trim()) is not None: trim(0)   # not glibc: garbage collection only
-    after = rss_gb()
-    return 0.0 if before is None or after is None else max(0.0, before - after)
-
-class ReleaseMemory(TrainerCallback):
-    "After every optimizer step, `release_memory()`: the heap does not keep what each step's rollout and update freed."
-    def on_step_end(self, args, state, control, **kwargs): release_memory()
 
 # %% ../nbs/11_trainer.ipynb #b8f29582
 def _truncate_jsonl(path: Path, last_step: int) -> None:

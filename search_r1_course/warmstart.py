@@ -7,8 +7,12 @@ Docs: https://search-r1-course.github.io/search_r1_course/warmstart.html.md"""
 # %% ../nbs/10_warmstart.ipynb #1f2af93a
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
+import gc
 import json
+import os
 import random
 import time
 import warnings
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
+from transformers import TrainerCallback
 
 from .config import LoraArgs, PolicyArgs, RolloutArgs, SearchArgs, opt
 from .data import Passage, QASample, comma_list, load_named, load_world_corpus
@@ -30,7 +35,8 @@ from .world import build_world
 
 # %% auto #0
 __all__ = ['BRIDGE_SENTENCES', 'oracle_turns', 'OracleGenerator', 'too_long_scripts', 'oracle_trajectories', 'sft_rows',
-           'compact_lm_head_on_cpu', 'WarmStartConfig', 'WarmStartResult', 'warm_start']
+           'compact_lm_head_on_cpu', 'WarmStartConfig', 'rss_gb', 'release_memory', 'ReleaseMemory', 'WarmStartResult',
+           'warm_start']
 
 # %% ../nbs/10_warmstart.ipynb #6fd0dc38
 # What the oracle restates from a 2-hop question's first passage before it searches the entity that passage names
@@ -147,6 +153,31 @@ class WarmStartConfig(SearchArgs, RolloutArgs, LoraArgs, PolicyArgs):
         if not self.lora: self.bad("lora", "True (the warm start trains a LoRA adapter and merges it into the weights)")
         if not self.learning_rate > 0: self.bad("learning_rate", "> 0")
 
+# %% ../nbs/10_warmstart.ipynb #565d8757
+def rss_gb() -> float | None:
+    "Resident memory of this process now, in GiB (None where /proc is not available)."
+    try: pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError): return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 30)
+
+@functools.cache
+def _malloc_trim():
+    "glibc's `malloc_trim`, looked up once; None where the C library is not glibc."
+    try: return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError): return None
+
+def release_memory() -> float:
+    "Collect garbage and return the C heap's free pages to the system (glibc `malloc_trim`); the GiB the resident memory fell."
+    before = rss_gb()
+    gc.collect()
+    if (trim := _malloc_trim()) is not None: trim(0)   # not glibc: garbage collection only
+    after = rss_gb()
+    return 0.0 if before is None or after is None else max(0.0, before - after)
+
+class ReleaseMemory(TrainerCallback):
+    "After every optimizer step, `release_memory()`: the heap does not keep what each step freed."
+    def on_step_end(self, args, state, control, **kwargs): release_memory()
+
 # %% ../nbs/10_warmstart.ipynb #1884cf6e
 @dataclass
 class WarmStartResult:
@@ -190,7 +221,7 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None, callbacks: S
     lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout, task_type="CAUSAL_LM",
                       target_modules=comma_list(config.lora_targets))
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict(sft_rows(kept)),
-                         processing_class=tokenizer, peft_config=lora, callbacks=list(callbacks))
+                         processing_class=tokenizer, peft_config=lora, callbacks=[ReleaseMemory(), *callbacks])
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     merged = trainer.model.merge_and_unload()
