@@ -53,7 +53,7 @@ class ExperimentConfig(RewardArgs, TrainDataArgs, SearchArgs, RolloutArgs, GRPOA
     base_prompt_style: str = opt("demo", "the untrained policy gets the course's best prompt")
     warm_start: bool = opt(True, "warm-start on oracle trajectories before GRPO")
     warm_sources: str = opt(ALL_TYPES, "the types the oracle demonstrates: it shows when to search again")
-    warm_samples: int = opt(480, "questions the oracle plays (the ones it answers are trained on)")
+    warm_samples: int = opt(720, "questions the oracle plays (the ones it answers are trained on)")
     warm_refine: bool = opt(False, "the oracle restates the bridge entity / the compared values (<think>)")
     warm_learning_rate: float = opt(2e-4)
     warm_epochs: int = opt(3, "passes over them: one pass does not teach when to stop searching")
