@@ -184,7 +184,8 @@ def _run_names(paths: Sequence[str]) -> list[str]:
 
 def run_compare(args: argparse.Namespace, file=None) -> None:
     "Print saved evaluations side by side; refuse runs whose search setup or questions differ unless `--force`."
-    from search_r1_course.evaluation import EvalResult, differences, markdown_table, runs_table, side_by_side, text_table
+    from search_r1_course.evaluation import (EvalResult, differences, markdown_table, paired_table, runs_table, side_by_side,
+                                             text_table)
     from search_r1_course.data import comma_list
     file = file or sys.stdout
     if len(args.runs) < 2: raise ValueError(f"expected at least two runs to compare, got {len(args.runs)}")
@@ -198,6 +199,9 @@ def run_compare(args: argparse.Namespace, file=None) -> None:
     show = markdown_table if args.markdown else text_table
     print(show(runs_table(results)) + "\n", file=file)
     print(show(side_by_side(results, comma_list(args.metrics))), file=file)
+    if not diffs and all(r.records for r in results.values()):   # the same questions: is each change more than noise?
+        print(f"\nEM change against {names[0]} in points, with its paired 95% bootstrap interval:", file=file)
+        print(show(paired_table(results)), file=file)
     if args.failures:   # the tables of 12b_analysis: why answers fail, and how each policy works
         from search_r1_course.analysis import behaviour_table, failure_table
         print("\n" + show(failure_table(results)) + "\n\n" + show(behaviour_table(results)), file=file)

@@ -31,7 +31,8 @@ from .search import EMPTY_QUERY, NOT_TEXT_QUERY, TIMEOUT, make_search_tool, sear
 __all__ = ['DATA_HELP', 'GROUP_KEYS', 'GROUP_METRICS', 'BUDGETS', 'COMPARED', 'EvalConfig', 'load_eval_samples',
            'make_eval_engine', 'response_text', 'search_faults', 'grade', 'group_metrics', 'breakdowns', 'summarize',
            'EvalResult', 'corpus_fingerprint', 'search_setup', 'eval_setup', 'evaluate_policy', 'compare_results',
-           'markdown_table', 'setup_of', 'differences', 'side_by_side', 'runs_table', 'text_table']
+           'markdown_table', 'paired_difference', 'interval_text', 'paired_table', 'setup_of', 'differences',
+           'side_by_side', 'runs_table', 'text_table']
 
 # %% ../nbs/12_eval.ipynb #fcaa4b75
 DATA_HELP = ("'world' (the shipped fictional world), 'search_r1' (PeterJinGo/nq_hotpotqa_train from the local Hugging Face "
@@ -353,6 +354,65 @@ def markdown_table(df, floatfmt: str = ".3f") -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(df.columns)) + "|"]
     lines += ["| " + " | ".join([str(i)] + [cell(v) for v in row]) + " |" for i, row in zip(df.index, df.itertuples(index=False))]
     return "\n".join(lines)
+
+# %% ../nbs/12_eval.ipynb #96f932a3
+_RECORD_KEYS = {"em": "correct", "f1": "f1", "searches": "searches"}   # a metric, and the record field that holds it
+
+def _paired(before: EvalResult, after: EvalResult, key: str) -> dict[str, tuple[list[float], list[float]]]:
+    "Per data source, `key` of the questions both results answered, in the same order."
+    if not before.records or not after.records:
+        raise ValueError("paired_difference: both results need their per-question records (an EvalResult saved with them)")
+    b = {(r["data_source"], str(r["id"])): r for r in after.records}
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for r in before.records:
+        other = b.get((r["data_source"], str(r["id"])))
+        if other is None: continue
+        x, y = out.setdefault(r["data_source"], ([], []))
+        x.append(float(r[key])); y.append(float(other[key]))
+    if not out: raise ValueError("paired_difference: the two results share no question (same data source and id)")
+    return dict(sorted(out.items()))
+
+# %% ../nbs/12_eval.ipynb #0f1193a7
+def paired_difference(before, after, metric: str = "em", n_boot: int = 2000, seed: int = 0, level: float = 0.95):
+    "`after` minus `before` on the questions both answered, per data source and macro, with a paired bootstrap interval."
+    import numpy as np, pandas as pd
+    if metric not in _RECORD_KEYS: raise ValueError(f"paired_difference: metric {metric!r}: expected one of {sorted(_RECORD_KEYS)}")
+    if not 0 < level < 1: raise ValueError(f"paired_difference: level {level!r}: expected a share in (0, 1)")
+    pairs = _paired(_as_result(before), _as_result(after), _RECORD_KEYS[metric])
+    rng, q = np.random.default_rng(seed), [(1 - level) / 2, (1 + level) / 2]
+    rows, boots = {}, []
+    for source, (x, y) in pairs.items():
+        x, y = np.asarray(x), np.asarray(y)
+        d = y - x
+        boot = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(1)   # each row: the questions resampled once
+        boots.append(boot)
+        rows[source] = [len(d), x.mean(), y.mean(), d.mean(), *np.quantile(boot, q)]
+    macro = np.mean(boots, axis=0)
+    means = np.array([r[1:4] for r in rows.values()]).mean(0)
+    rows["macro"] = [sum(r[0] for r in rows.values()), *means, *np.quantile(macro, q)]
+    df = pd.DataFrame.from_dict(rows, orient="index", columns=["n", "before", "after", "delta", "low", "high"])
+    df["n"] = df["n"].astype(int)
+    df.index.name = "source"
+    return df
+
+def interval_text(row, scale: float = 100.0, digits: int = 1) -> str:
+    "A row of `paired_difference` as text: the change and its interval, in points (EM x 100) by default."
+    f = lambda v: f"{round(scale * v, digits) + 0.0:+.{digits}f}"
+    return f"{f(row['delta'])} [{f(row['low'])}, {f(row['high'])}]"
+
+def paired_table(results: dict[str, Any], metric: str = "em", **kwargs):
+    "Each run against the first: the change per data source and macro with its paired interval (EM and F1 in points)."
+    import pandas as pd
+    res = {name: _as_result(r) for name, r in results.items()}
+    if len(res) < 2: raise ValueError(f"paired_table: expected at least two results, got {len(res)}")
+    first, *others = res
+    scale, digits = (1.0, 2) if metric == "searches" else (100.0, 1)
+    cols = {f"{name} - {first}": {g: interval_text(row, scale, digits)
+                                  for g, row in paired_difference(res[first], res[name], metric, **kwargs).iterrows()}
+            for name in others}
+    df = pd.DataFrame(cols)
+    df.index.name = "source"
+    return df
 
 # %% ../nbs/12_eval.ipynb #44fbc8e9
 COMPARED = ("search", "budgets")   # the setup sections that must be equal for two runs' numbers to compare

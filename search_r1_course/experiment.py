@@ -17,7 +17,8 @@ from .analysis import answers_side_by_side, behaviour_table, failure_table, pick
 from .config import (GRPOArgs, LoraArgs, PolicyArgs, RewardArgs, RolloutArgs, SearchArgs, TrainDataArgs,
                                      derive, opt)
 from .data import comma_list, load_named, sample_per_source
-from .evaluation import EvalConfig, EvalResult, evaluate_policy, markdown_table
+from .evaluation import EvalConfig, EvalResult, evaluate_policy, markdown_table, paired_table
+from .probe import make_probe, plot_probe, read_probe
 from .trainer import TrainConfig, peak_rss_gb, plot_curves, read_metrics, train
 from .warmstart import WarmStartConfig, release_memory, warm_start
 
@@ -57,9 +58,12 @@ class ExperimentConfig(RewardArgs, TrainDataArgs, SearchArgs, RolloutArgs, GRPOA
     warm_refine: bool = opt(False, "the oracle restates the bridge entity / the compared values (<think>)")
     warm_learning_rate: float = opt(2e-4)
     warm_epochs: int = opt(3, "passes over them: one pass does not teach when to stop searching")
+    probe_every: int = opt(0, "GRPO: sample the fixed dev probe every N steps (12d_probe; 0: no probe)")
+    probe_n_per_source: int = opt(30, "the probe's dev questions per type")
 
     def check(self):
-        self.positive("eval_n_per_source", "eval_batch_size", "warm_samples", "warm_epochs")
+        self.positive("eval_n_per_source", "eval_batch_size", "warm_samples", "warm_epochs", "probe_n_per_source")
+        self.positive("probe_every", at_least=0)
         if self.eval_split not in ("dev", "test"):
             self.bad("eval_split", "'dev' (to choose recipes) or 'test' (once, at the end)")
         if self.train_data != "world":
@@ -115,6 +119,14 @@ def _evaluate(policy, samples, ecfg: EvalConfig, path: Path) -> EvalResult:
     if path.is_file(): return EvalResult.load(path)
     return evaluate_policy(policy, samples, ecfg, out=path)
 
+def _step_seconds(rows: list[dict], probe=None) -> list[float]:
+    "Each GRPO step's time without the dev probe that ran inside it (the step-0 probe falls in the first step)."
+    inside = {}
+    for r in (probe.rows if probe is not None else []):
+        if r["step"] == 0: inside[1] = inside.get(1, 0.0) + r["seconds"]
+        elif r["step"] % probe.every == 0: inside[r["step"]] = inside.get(r["step"], 0.0) + r["seconds"]
+    return [r["time/step_s"] - inside.get(r["step"], 0.0) for r in rows if r.get("time/step_s")]
+
 # %% ../nbs/13_experiment.ipynb #9421fdb4
 def run_experiment(config: ExperimentConfig) -> ExperimentResult:
     "Evaluate the base policy, warm-start it, train it with GRPO, evaluate each stage; write the report."
@@ -142,9 +154,14 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
         tcfg = grpo_config(config, start)
         adapter = Path(tcfg.output_dir)/"adapter"
         if not (adapter/"adapter_config.json").is_file():
-            res = train(tcfg)
-            steps = [r["time/step_s"] for r in read_metrics(res.metrics_path) if r.get("time/step_s")]
-            timings.update(grpo_s=res.seconds, grpo_steps=res.global_step, grpo_step_median_s=statistics.median(steps) if steps else None)
+            probes = [make_probe(tcfg, Path(tcfg.output_dir)/"probe.jsonl", config.probe_every, config.probe_n_per_source,
+                                 seed=config.seed)] if config.probe_every else []
+            res = train(tcfg, callbacks=probes)
+            probe_s = sum(p.seconds for p in probes)   # the probe's time is reported apart, not as training
+            steps = _step_seconds(read_metrics(res.metrics_path), probes[0] if probes else None)
+            timings.update(grpo_s=res.seconds - probe_s, grpo_steps=res.global_step,
+                           grpo_step_median_s=statistics.median(steps) if steps else None)
+            if probes: timings.update(probe_s=probe_s, probes=len(probes[0].rows))
             save_timings()
             del res; release_memory()
         name = "warm start + GRPO" if config.warm_start else "GRPO"
@@ -211,6 +228,33 @@ def _analysis_sections(result: ExperimentResult) -> list[str]:
         if changed: lines += [f"## One question, {before} and {after}", "", answers_side_by_side({n: results[n] for n in (before, after)}, changed[0]), ""]
     return lines
 
+def _interval_section(results: dict[str, EvalResult]) -> list[str]:
+    "Each stage against the one before it: the change in EM per type and macro, with its paired 95% bootstrap interval."
+    names = list(results)
+    if len(names) < 2 or not all(r.records for r in results.values()): return []
+    cols = [paired_table({a: results[a], b: results[b]}) for a, b in zip(names, names[1:])]
+    table = cols[0].join(cols[1:]) if len(cols) > 1 else cols[0]
+    return ["", "Each stage against the one before it, EM in points on the same questions, with the paired 95% bootstrap "
+            "interval of the difference (an interval that holds 0 cannot tell the two apart):", "", markdown_table(table)]
+
+def _probe_section(path: Path, name: str) -> list[str]:
+    "The dev probe's curves (EM and the share of samples searching twice, per type) and its first and last rows."
+    if not path.is_file(): return []
+    import matplotlib.pyplot as plt
+    rows = read_probe(path)
+    fig = plot_probe(rows, title=f"GRPO {name}: dev probe, {rows[0]['n']} questions sampled at the training temperature")
+    fig.savefig(path.parent.parent/"probe.png", bbox_inches="tight"); plt.close(fig)
+    first, last = rows[0], rows[-1]
+    sources = sorted(k.split("/", 1)[1] for k in first if k.startswith("em/") and k != "em/macro")
+    lines = ["", "## Dev probe during GRPO", "", "Fixed dev questions sampled at the training temperature every few steps "
+             "(`12d_probe`): what the policy does, not what the training batches held.", "", "![dev probe](probe.png)", "",
+             f"| type | EM step {first['step']} | EM step {last['step']} | searching twice, step {first['step']} | "
+             f"searching twice, step {last['step']} |", "|---|---:|---:|---:|---:|"]
+    for s in sources:
+        lines.append(f"| {s.removeprefix('world_')} | {first[f'em/{s}']:.3f} | {last[f'em/{s}']:.3f} | "
+                     f"{first[f'two_searches/{s}']:.3f} | {last[f'two_searches/{s}']:.3f} |")
+    return lines
+
 def write_report(result: ExperimentResult) -> Path:
     "Write `<run>/report.md` (and `curves.png` when GRPO ran) and return its path."
     cfg, out, t = result.config, result.config.out, result.timings
@@ -225,6 +269,7 @@ def write_report(result: ExperimentResult) -> Path:
     if "warm start" in result.results and len(names) == 3:
         w = result.results["warm start"].metrics["em/macro"]
         lines += [f"GRPO's own contribution over the warm start: {_points(result.results[names[-1]].metrics['em/macro'] - w)} points."]
+    lines += _interval_section(result.results)
     train_s = (t.get("warm_start_s") or 0) + (t.get("grpo_s") or 0)
     metrics = out/"grpo"/"metrics.jsonl"
     steps = read_metrics(metrics) if metrics.is_file() else []
@@ -234,12 +279,15 @@ def write_report(result: ExperimentResult) -> Path:
               f"* GRPO: {_fmt_s(t.get('grpo_s'))}, {t.get('grpo_steps', '')} steps, median step "
               + (f"{t['grpo_step_median_s']:.1f} s" if t.get("grpo_step_median_s") else "n/a"),
               f"* training in all: {_fmt_s(train_s)}",
+              *([f"* dev probe during GRPO (not counted above): {_fmt_s(t['probe_s'])}, {t.get('probes')} probes"]
+                if t.get("probe_s") else []),
               f"* peak resident memory of the process by the end of GRPO: {grpo_peak:.2f} GiB"
               + (f"; of the whole job's process: {result.peak_rss_gb:.2f} GiB" if result.peak_rss_gb else "")]
     if steps:
         import matplotlib.pyplot as plt
         plt.close(plot_curves(metrics, out/"curves.png", title=f"GRPO: {cfg.name}"))
         lines += ["", "## GRPO curves", "", "![GRPO curves](curves.png)"]
+    lines += _probe_section(out/"grpo"/"probe.jsonl", cfg.name)
     lines += _analysis_sections(result)
     last = result.results[names[-1]]
     lines += ["", f"## Example trajectories ({names[-1]})", ""]

@@ -221,6 +221,7 @@ def test_compare_refuses_runs_that_searched_differently(two_runs):
     assert "warning: search topk: 1 in top1, 2 in top2" in r.stderr
     assert "| group | em top1 | em top2 | em delta | searches top1 | searches top2 | searches delta |" in r.stdout
     assert "| hops=2 |" in r.stdout and "| top2 |" in r.stdout
+    assert "paired 95%" not in r.stdout   # runs measured differently are not paired question by question
 
 
 def test_compare_refuses_different_questions_and_prints_matching_runs(two_runs, tmp_path, capsys):
@@ -237,6 +238,8 @@ def test_compare_refuses_different_questions_and_prints_matching_runs(two_runs, 
     out, err = capsys.readouterr()
     assert err == "" and any(l.split() == ["macro", "0.000", "0.000", "0.000", "1.000", "1.000", "0.000"]
                              for l in out.splitlines()), out
+    assert "EM change against top1 in points, with its paired 95% bootstrap interval" in out   # same questions: paired
+    assert any(l.split() == ["macro", "+0.0", "[+0.0,", "+0.0]"] for l in out.splitlines()), out
     assert main(["compare", str(d / "top1")]) == 1 and "expected at least two runs" in capsys.readouterr().err
     assert main(["compare", str(d / "top1"), str(tmp_path / "nowhere")]) == 1 and "nowhere" in capsys.readouterr().err
     assert main(["compare", str(d / "top1"), str(tmp_path / "again"), "--metrics", "accuracy"]) == 1
