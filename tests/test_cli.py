@@ -105,6 +105,8 @@ def test_demo_runs_the_main_job_on_a_tiny_model(tmp_path):
     for row in ("| base |", "| warm start |", "| warm start + GRPO |"):
         assert row in report
     assert f"report: {out / 'report.md'}" in r.stdout
+    adapter_cfg = json.loads((out / "grpo" / "adapter" / "adapter_config.json").read_text())
+    assert adapter_cfg["base_model_name_or_path"] == "../../warm_start/model"     # the run folder can move
 
 
 def test_demo_refuses_bad_options():
