@@ -18,8 +18,8 @@ from .config import opt, parse_config
 
 # %% auto #0
 __all__ = ['SEARCH_RECIPE_NAMES', 'COMMAND_HELP', 'CONFIG_COMMANDS', 'RUNNERS', 'TrainCommand', 'EvalCommand', 'ServeCommand',
-           'parse_command', 'show_world', 'run_demo', 'run_serve', 'run_search', 'run_train', 'run_eval', 'run_compare',
-           'build_parser', 'main']
+           'parse_command', 'show_world', 'run_demo', 'run_serve', 'run_search', 'run_train', 'run_eval', 'run_ask',
+           'run_compare', 'build_parser', 'main']
 
 # %% ../nbs/14_cli.ipynb #8c693462
 @dataclass
@@ -53,8 +53,9 @@ COMMAND_HELP = {
     "eval": "evaluate a policy (model, adapter or hub id) on N questions per data source",
     "compare": "print saved evaluations side by side (refuses runs with different search setups or questions)",
     "demo": "the main job on the embedded default: evaluate, warm-start, GRPO, evaluate, report",
+    "ask": "ask the trained policy (by default the newest under runs/) your own question and watch it search, turn by turn",
 }
-CONFIG_COMMANDS = ("search", "serve-retriever", "train", "eval", "demo")   # they read a recipe (--config) and options
+CONFIG_COMMANDS = ("search", "serve-retriever", "train", "eval", "demo", "ask")   # they read a recipe (--config) and options
 
 def _value_of(argv: Sequence[str], name: str) -> str | None:
     for i, a in enumerate(argv):
@@ -63,6 +64,9 @@ def _value_of(argv: Sequence[str], name: str) -> str | None:
     return None
 
 def _queries(parser) -> None: parser.add_argument("queries", nargs="+", help="one or more queries")
+def _question(parser) -> None:
+    parser.add_argument("question", nargs="*", help="the question (its words may come unquoted); '-' reads one question per "
+                                                    "line from standard input; none: ask at a prompt until Ctrl-D")
 
 # %% ../nbs/14_cli.ipynb #9688bce5
 def parse_command(command: str, argv: Sequence[str]) -> tuple:
@@ -87,6 +91,14 @@ def parse_command(command: str, argv: Sequence[str]) -> tuple:
     if command == "demo":
         from search_r1_course.experiment import ExperimentConfig
         return parse_config((ExperimentConfig,), argv, default_recipe="cpu", prog=prog, description=desc)
+    if command == "ask":   # the policy first: its run's setup is the default, under --config and the options
+        from search_r1_course.ask import AskCommand, choose_policy, recipe_defaults
+        from search_r1_course.evaluation import EvalConfig
+        choice = choose_policy(_value_of(argv, "--model"), _value_of(argv, "--runs-dir") or "runs")
+        defaults = {**(recipe_defaults(choice.recipe) if choice.recipe else {}), "model": choice.model}
+        if "-" in argv: argv = [a for a in argv if a != "-"] + ["--", "-"]   # not the value of a flag such as --json
+        return (*parse_config((EvalConfig, AskCommand), argv, prog=prog, description=desc, defaults=defaults,
+                              extend=_question), choice)
     raise ValueError(f"{command!r} takes no configuration: expected one of {CONFIG_COMMANDS}")
 
 # %% ../nbs/14_cli.ipynb #bcab658a
@@ -176,6 +188,25 @@ def run_eval(cfg, command: EvalCommand, file=None) -> None:
         print(f"\nEM against {command.compare}:", file=file)
         print(markdown_table(compare_results({"before": before, "now": result})), file=file)
 
+def run_ask(cfg, command, args: argparse.Namespace, choice, file=None) -> None:
+    "Ask the policy `choice` names each question (given, from standard input, or typed at a prompt); print every step or a record."
+    import dataclasses, json
+    from search_r1_course.ask import Asker, TurnPrinter, questions
+    from search_r1_course.policy import PACKAGED_NAME
+    file = file or sys.stdout
+    given = " ".join(args.question) if args.question else None
+    if given is not None and not given.strip():
+        raise ValueError("empty question: expected the text of a question, or '-' to read questions from standard input")
+    if command.sample and cfg.temperature == 0: cfg = dataclasses.replace(cfg, temperature=1.0)
+    print(f"model: {cfg.model or PACKAGED_NAME} ({choice.why if cfg.model == choice.model else 'given'})"
+          + (f"; setup from {choice.recipe}" if choice.recipe else ""), file=sys.stderr if command.json else file, flush=True)
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()   # the turns are the progress
+    asker = Asker(dataclasses.replace(cfg, show_progress=False))
+    for question in questions(given):
+        record = asker.ask(question, None if command.json else TurnPrinter(file))
+        if command.json: print(json.dumps(record, ensure_ascii=False), file=file, flush=True)
+
 def _run_names(paths: Sequence[str]) -> list[str]:
     "A short name per run: its folder's name or its file's stem; the whole path where two would clash."
     short = [Path(p).parent.name if Path(p).name == "summary.json" else Path(p).stem if Path(p).suffix == ".json"
@@ -233,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare(sub)
     return p
 
-RUNNERS = {"search": run_search, "serve-retriever": run_serve, "train": run_train, "eval": run_eval, "demo": run_demo}
+RUNNERS = {"search": run_search, "serve-retriever": run_serve, "train": run_train, "eval": run_eval, "demo": run_demo,
+           "ask": run_ask}
 
 def main(argv: Sequence[str] | None = None) -> int:
     "Entry point of `search-r1-course`: bad input ends with one clear line on stderr and exit code 1, not a traceback."

@@ -314,15 +314,16 @@ def config_parser(classes: Sequence[type], prog: str | None = None, description:
 # %% ../nbs/09b_config.ipynb #ae650c4c
 def parse_config(classes: Sequence[type], argv: Sequence[str] | None = None, default_recipe: str | None = None,
                  prog: str | None = None, description: str | None = None, strict: bool = False,
-                 rename: dict[str, str] | None = None, extend=None) -> tuple:
-    "One instance per dataclass of `classes`: a recipe (`--config`, else `default_recipe`) as the defaults, the command line over it."
+                 rename: dict[str, str] | None = None, extend=None, defaults: dict | None = None) -> tuple:
+    "One instance per dataclass of `classes`: `defaults`, a recipe (`--config`, else `default_recipe`) over them, the command line over both."
     recipe, rest = _take_config(list(argv or []))
     recipe = recipe or default_recipe
     parser = config_parser(classes, prog, description)
     if extend is not None: extend(parser)        # e.g. positional arguments; their values come back in a last Namespace
+    ours = {a.dest for a in parser._actions}
+    if defaults: parser.set_defaults_with_config(**{k: v for k, v in defaults.items() if k in ours})   # e.g. a run's own setup
     if recipe is not None:
         values = {(rename or {}).get(k, k): v for k, v in read_recipe(recipe).items()}
-        ours = {a.dest for a in parser._actions}
         known = ours if strict else ours | _known_options() | set(rename or {})
         _unknown(values, known, str(recipe_path(recipe)), " or ".join(c.__name__ for c in classes))
         parser.set_defaults_with_config(**{k: v for k, v in values.items() if k in ours})

@@ -29,10 +29,11 @@ import numpy as np
 __all__ = ['ANSWER_SPLIT', 'SPLITS', 'EVAL_SOURCES', 'SOURCE_ALIASES', 'SEARCH_R1_REPO', 'WORLD_FILES', 'DataFormatError',
            'CorpusFormatError', 'QAFormatError', 'Passage', 'corpus_line', 'write_corpus', 'iter_corpus', 'read_corpus',
            'QASample', 'normalize_answers', 'default_data_source', 'canonical_source', 'source_mapping',
-           'split_answers', 'answers_from_reward_model', 'question_from_prompt', 'qa_from_records', 'load_jsonl',
-           'load_parquet', 'load_search_r1', 'load_qa', 'write_qa_parquet', 'world_question_row', 'export_world',
-           'world_dir', 'load_world_corpus', 'load_world', 'row_split', 'file_split', 'select_split', 'comma_list',
-           'source_weights', 'pick_per_source', 'weight_sources', 'load_named', 'sample_per_source', 'benchmark_suite']
+           'answer_separators', 'split_answers', 'answers_from_reward_model', 'question_from_prompt', 'qa_from_records',
+           'load_jsonl', 'load_json', 'load_parquet', 'load_search_r1', 'load_qa', 'write_qa_parquet',
+           'world_question_row', 'export_world', 'world_dir', 'load_world_corpus', 'load_world', 'row_split',
+           'file_split', 'own_split', 'select_split', 'comma_list', 'source_weights', 'pick_per_source',
+           'weight_sources', 'load_named', 'sample_per_source', 'benchmark_suite']
 
 # %% ../nbs/01_data.ipynb #84588af8
 class DataFormatError(ValueError):
@@ -237,10 +238,16 @@ def source_mapping(samples: Iterable[QASample]) -> dict[str, str]:
     return dict(sorted({s.meta["source_alias"]: s.data_source for s in samples if "source_alias" in s.meta}.items()))
 
 # %% ../nbs/01_data.ipynb #d774eaa0
+def answer_separators(answer_sep: str | None = None) -> list[str]:
+    "What an answer string is split on: `ANSWER_SPLIT` always, `answer_sep` too when given; `''` splits on nothing."
+    if answer_sep == "": return []
+    return [ANSWER_SPLIT] + ([answer_sep] if answer_sep not in (None, ANSWER_SPLIT) else [])
+
 def split_answers(text: str, answer_sep: str | None = None) -> list[str]:
-    "One answer string as golden answers: split on `answer_sep` if given ('' never splits), else only on `ANSWER_SPLIT`."
-    sep, text = ANSWER_SPLIT if answer_sep is None else answer_sep, str(text)
-    return normalize_answers([a.strip() for a in text.split(sep)] if sep and sep in text else [text])
+    "One answer string as golden answers: split on `ANSWER_SPLIT` and on `answer_sep` if given ('' never splits)."
+    text, seps = str(text), answer_separators(answer_sep)
+    if not any(s in text for s in seps): return normalize_answers([text])
+    return normalize_answers([a.strip() for a in re.split("|".join(map(re.escape, seps)), text)])   # the marker first
 
 def _ground_truth(reward_model):
     "The `ground_truth` of a verl `reward_model` cell (a dict, or the same dict as a JSON string)."
@@ -304,8 +311,7 @@ def _sample_from_row(row: dict, i: int, answers_from: str, question_from: str, d
     meta = {k: _plain(v) for k, v in row.items() if k not in _CONSUMED and k != answers_from}
     if source != given: meta["source_alias"] = given
     sample = QASample(id=_sample_id(row, i, source, given), question=question, golden_answers=answers, data_source=source, meta=meta)
-    sep = ANSWER_SPLIT if answer_sep is None else answer_sep
-    return sample, isinstance(raw, str) and bool(sep) and sep in raw
+    return sample, isinstance(raw, str) and any(s in raw for s in answer_separators(answer_sep))
 
 def _choose_columns(columns: Iterable[str], path, answers: str | None = None) -> tuple[str, str]:
     cols = set(columns)
@@ -337,8 +343,8 @@ def qa_from_records(records: Iterable[dict], path: str | os.PathLike = "<records
         samples.append(s)
         n_split += was_split
     if n_split:
-        sep = ANSWER_SPLIT if answer_sep is None else answer_sep
-        warnings.warn(f"{path}: split the answer strings of {n_split} of {len(records)} rows on {sep!r} into several golden "
+        seps = " or ".join(map(repr, answer_separators(answer_sep)))
+        warnings.warn(f"{path}: split the answer strings of {n_split} of {len(records)} rows on {seps} into several golden "
                       "answers (answer_sep='' keeps every string whole)", stacklevel=2)
     return samples
 
@@ -352,6 +358,23 @@ def load_jsonl(path: str | os.PathLike, data_source: str | None = None, answer_s
         lines.append(lineno); rows.append(obj)
     if not rows: raise QAFormatError(path, "no rows: the file is empty")
     return qa_from_records(rows, path, data_source=data_source, answer_sep=answer_sep, lines=lines)
+
+# %% ../nbs/01_data.ipynb #20739144
+_ARRAY_EXPECTED = 'expected a JSON array of objects like [{"question": "...", "golden_answers": ["..."]}, ...]'
+
+def load_json(path: str | os.PathLike, data_source: str | None = None, answer_sep: str | None = None) -> list[QASample]:
+    "QA samples from a `.json` file: one JSON array of rows, or JSON lines (read by `load_jsonl`)."
+    path = Path(path)
+    with _open_bytes(path) as f: head = f.read(4096).decode("utf-8-sig", errors="replace").lstrip()
+    if not head.startswith("["): return load_jsonl(path, data_source, answer_sep)
+    with _open_bytes(path) as f:
+        try: rows = json.loads(f.read().decode("utf-8-sig"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise QAFormatError(path, f"not valid JSON ({e}); {_ARRAY_EXPECTED}") from None
+    if not rows: raise QAFormatError(path, "no rows: the array is empty")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict): raise QAFormatError(path, f"found a JSON {type(row).__name__}; {_ARRAY_EXPECTED}", row=i)
+    return qa_from_records(rows, path, data_source=data_source, answer_sep=answer_sep)
 
 # %% ../nbs/01_data.ipynb #bbe02ef4
 def _read_parquet_rows(path: Path) -> tuple[list[str], list[dict]]:
@@ -393,12 +416,13 @@ def load_search_r1(split: str = "train", data_path: str | os.PathLike | None = N
 
 # %% ../nbs/01_data.ipynb #ec35a3b1
 def load_qa(path: str | os.PathLike, **kwargs) -> list[QASample]:
-    "QA samples from a `.jsonl`/`.json` (JSON lines, `.gz` too) or `.parquet` file; the columns decide the parquet reader."
+    "QA samples from a `.jsonl` (JSON lines), `.json` (an array of rows, or JSON lines), `.gz` of either, or `.parquet` file."
     path = Path(path)
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] == ".gz": suffixes = suffixes[:-1]
     kind = suffixes[-1] if suffixes else ""
-    if kind in (".jsonl", ".json"): return load_jsonl(path, **kwargs)
+    if kind == ".jsonl": return load_jsonl(path, **kwargs)
+    if kind == ".json": return load_json(path, **kwargs)
     if kind == ".parquet": return load_parquet(path, **kwargs)
     raise QAFormatError(path, f"expected a .jsonl, .json or .parquet file, found {path.name!r}")
 
@@ -508,13 +532,22 @@ def file_split(path: str | os.PathLike) -> str | None:
     found = {_SPLIT_NAMES[t] for t in re.split(r"[._\-\s]+", Path(path).name.lower()) if t in _SPLIT_NAMES}
     return found.pop() if len(found) == 1 else None
 
+def own_split(samples: Sequence[QASample], path) -> str:
+    "The split a QA file holds when none is asked for: its rows' one split, else (rows without one) its name's, else 'test'."
+    have = {row_split(s) for s in samples} - {None}
+    if len(have) == 1: return have.pop()
+    return "test" if have else file_split(path) or "test"
+
 def select_split(samples: Sequence[QASample], split: str, path) -> list[QASample]:
     "The `split` samples of the file at `path`: by the rows' split if they carry one, else all if its name allows `split`."
     if split not in SPLITS: raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     marks = [row_split(s) for s in samples]
     if any(m is not None for m in marks):
         kept = [s for s, m in zip(samples, marks) if m == split]
-        if not kept: raise ValueError(f"{path}: no {split!r} rows; its rows' split is one of {sorted({m for m in marks if m})}")
+        if not kept:
+            have = sorted({m for m in marks if m})
+            raise ValueError(f"{path}: no {split!r} rows; its rows' split is one of {have}: ask for split={have[0]!r} "
+                             f"(--split {have[0]} on the command line)")
         return kept
     own = file_split(path)
     if own not in (None, split):
@@ -564,18 +597,24 @@ def weight_sources(samples: Sequence[QASample], weights: dict[str, float], seed:
     keep = {groups[name][k] for name, w in weights.items() for k in pick_per_source(name, len(groups[name]), max(1, int(unit * w)), seed)}
     return [s for i, s in enumerate(samples) if i in keep]
 
-def load_named(data: str | os.PathLike, split: str, sources: str | Sequence[str] | None = None,
+def load_named(data: str | os.PathLike, split: str | None, sources: str | Sequence[str] | None = None,
                answer_sep: str | None = None) -> list[QASample]:
-    "The `split` questions of the dataset `data` names ('world', 'search_r1', a folder or a QA file), keeping `sources` (weighted)."
-    if split not in SPLITS: raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    "The `split` questions of the dataset `data` names ('world', 'search_r1', a folder or a QA file), keeping `sources` (weighted); `split=None`: test, or a QA file's `own_split`."
+    if split is not None and split not in SPLITS: raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    path = Path(data).expanduser()
+    if split is None and (data in ("world", "search_r1") or not path.is_file()): split = "test"
     if data == "world": samples = load_world(split)
     elif data == "search_r1": samples = load_search_r1(split, answer_sep=answer_sep)
     else:
-        path = Path(data).expanduser()
         if path.is_dir(): path = _split_file(path, split)
         elif not path.is_file(): raise FileNotFoundError(f"dataset {str(data)!r}: expected 'world', 'search_r1', a QA file "
                                                          f"or a folder with {split}.parquet")
-        samples = select_split(load_qa(path, answer_sep=answer_sep), split, path)
+        samples = load_qa(path, answer_sep=answer_sep)
+        if split is None:
+            split = own_split(samples, path)
+            if split != "test": warnings.warn(f"{path} holds no 'test' questions, only {split!r} ones: reading those "
+                                              f"(ask for a split to choose: --split {split})", stacklevel=2)
+        samples = select_split(samples, split, path)
     wanted = {canonical_source(name): w for name, w in source_weights(sources).items()}
     if wanted:
         have = sorted({s.data_source for s in samples})

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from tqdm.auto import tqdm
 
 from .config import PolicyArgs, RolloutArgs, SearchArgs, derive, opt
-from .data import EVAL_SOURCES, SPLITS, QASample, load_named, sample_per_source, source_mapping
+from .data import EVAL_SOURCES, SPLITS, QASample, load_named, own_split, sample_per_source, source_mapping
 from .generate import TransformersGenerator
 from .protocol import ToolCallProtocol
 from .reward import RewardConfig, compute_reward, f1_score
@@ -43,7 +43,8 @@ DATA_HELP = ("'world' (the shipped fictional world), 'search_r1' (PeterJinGo/nq_
 class EvalConfig(SearchArgs, RolloutArgs, PolicyArgs):
     "Which questions, how the policy is run on them (the policy, rollout and search groups), and how answers are graded."
     data: str = opt("world", f"the questions: {DATA_HELP}")
-    split: str = opt("test", f"which split of the data to evaluate on: {', '.join(SPLITS)}")
+    split: str | None = opt(None, f"which split of the data to evaluate on: {', '.join(SPLITS)}; None: test, or the one "
+                                  "split a QA file holds (its rows' split column, else its name), said in a warning")
     sources: str | None = opt(None, "comma-separated data_source names to keep (other spellings of the benchmarks, such as "
                                     "tq, are mapped); None: every source")
     answer_sep: str | None = opt(None, "split answer strings on this separator; None: only on <|answer_split|>")
@@ -298,6 +299,9 @@ def evaluate_policy(policy, samples: Sequence[QASample] | None = None, config: E
     data = {k: getattr(config, k) for k in asked} if samples is None else None   # None: the caller chose the questions
     samples = list(load_eval_samples(config) if samples is None else samples)   # data errors first, before any model loads
     if not samples: raise ValueError("evaluate_policy: no questions to evaluate")
+    if data is not None and data["split"] is None:   # the split read: a file's own, else test
+        file = Path(str(config.data)).expanduser()
+        data["split"] = own_split(samples, file) if config.data not in ("world", "search_r1") and file.is_file() else "test"
     engine, name, corpus = _engine_for(policy, config)
     if hasattr(engine.tool, "reset_metrics"): engine.tool.reset_metrics()
     model = getattr(engine.generator, "model", None)

@@ -21,8 +21,8 @@ import torch
 
 # %% auto #0
 __all__ = ['PACKAGED_NAME', 'PACKAGED_MODULE', 'PACKAGED_GGUF', 'INSTALL_HINT', 'cache_root', 'packaged_gguf_path', 'atomic_dir',
-           'packaged_model_dir', 'resolve_device', 'resolve_dtype', 'PolicyConfig', 'load_policy', 'describe_policy',
-           'packaged_tokenizer', 'tiny_random_model']
+           'packaged_model_dir', 'resolve_device', 'resolve_dtype', 'PolicyConfig', 'adapter_base', 'portable_adapter',
+           'load_policy', 'describe_policy', 'packaged_tokenizer', 'tiny_random_model']
 
 # %% ../nbs/05_policy.ipynb #07fb4050
 PACKAGED_NAME = "smollm2-135m-instruct"  # the name that selects the model shipped with the course
@@ -156,6 +156,29 @@ def _load_model(source: str, dtype: torch.dtype, device: torch.device):
                       f"hub gave no copy (HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE')}). {e}") from e
     return model.to(device).eval()
 
+# %% ../nbs/05_policy.ipynb #96951ebf
+def _model_folder(p: Path) -> bool: return (p/"config.json").is_file() or (p/"adapter_config.json").is_file()
+
+def adapter_base(adapter_dir: str | os.PathLike, recorded: str | None) -> str | None:
+    "The base model an adapter's `base_model_name_or_path` means, read from the adapter folder (see above); else `recorded`."
+    if recorded is None or os.path.isabs(os.path.expanduser(recorded)) or _is_packaged(recorded): return recorded
+    adapter, parts = Path(adapter_dir).resolve(), Path(recorded).parts
+    tries = [adapter/recorded, *(a/recorded for a in adapter.parents), Path.cwd()/recorded]
+    tries += [a/Path(*parts[k:]) for k in range(1, len(parts) - 1) for a in adapter.parents]   # two parts at least
+    return next((str(p.resolve()) for p in tries if _model_folder(p)), recorded)
+
+def portable_adapter(adapter_dir: str | os.PathLike) -> str | None:
+    "Record the adapter's base relative to the adapter folder when it lies in the same run folder; returns what is recorded."
+    path = Path(adapter_dir)/"adapter_config.json"
+    if not path.is_file(): return None   # a whole model (trained without LoRA) names no base
+    cfg = json.loads(path.read_text())
+    base = adapter_base(adapter_dir, cfg.get("base_model_name_or_path"))
+    run = Path(adapter_dir).resolve().parent.parent
+    if base is not None and os.path.isabs(base) and Path(base).resolve().is_relative_to(run):
+        cfg["base_model_name_or_path"] = os.path.relpath(Path(base).resolve(), Path(adapter_dir).resolve())
+        path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    return cfg.get("base_model_name_or_path")
+
 # %% ../nbs/05_policy.ipynb #4a5c6da4
 def load_policy(name_or_path: str | os.PathLike | PolicyConfig | None = None, dtype: str | torch.dtype | None = None,
                 device: str | None = None, threads: int | None = None, cache_dir: str | None = None,
@@ -172,7 +195,7 @@ def load_policy(name_or_path: str | os.PathLike | PolicyConfig | None = None, dt
     if not adapter_cfg.is_file():
         return _load_model(source, dt, dev), _load_tokenizer(source)
     from peft import PeftModel
-    base = cfg.base_model or json.loads(adapter_cfg.read_text()).get("base_model_name_or_path")
+    base = cfg.base_model or adapter_base(source, json.loads(adapter_cfg.read_text()).get("base_model_name_or_path"))
     if base is None: raise ValueError(f"{adapter_cfg} names no base_model_name_or_path: pass base_model=")
     base_source = _resolve_source(base, cfg.cache_dir)
     model = PeftModel.from_pretrained(_load_model(base_source, dt, dev), source).to(dev)

@@ -18,8 +18,9 @@ from dataclasses import asdict
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
 
 from . import __version__
 from .remote import RetrieveLimits, RetrieveRequest, RetrieveResponse, request_model, retrieve_response
@@ -99,7 +100,7 @@ def build_app(retriever: Retriever, limits: RetrieveLimits | None = None) -> Fas
     app = FastAPI(title="search_r1_course retrieval server", version=__version__,
                   description="Search-R1 compatible retrieval: POST /retrieve {queries, topk, return_scores}.")
     app.state.retriever, app.state.limits = retriever, limits
-    stats = app.state.stats = {"requests": 0, "queries": 0, "rejected": 0, "failed": 0}
+    stats = app.state.stats = {"requests": 0, "queries": 0, "rejected": 0, "failed": 0, "disconnected": 0}
     body = {"required": True, "content": {"application/json": {"schema": request_model(limits).model_json_schema()}}}
 
     @app.post("/retrieve", response_model=RetrieveResponse, openapi_extra={"requestBody": body})
@@ -110,6 +111,11 @@ def build_app(retriever: Retriever, limits: RetrieveLimits | None = None) -> Fas
         except RequestError as e:
             stats["rejected"] += 1
             return JSONResponse({"detail": str(e)}, status_code=e.status)
+        except ClientDisconnect:   # the client hung up mid-body: nobody is left to answer, and nothing broke here
+            stats["disconnected"] += 1
+            peer = f"{request.client.host}:{request.client.port}" if request.client else "a client"
+            logging.getLogger(__name__).warning("%s disconnected before sending the whole request body; request dropped", peer)
+            return Response(status_code=400)
         try:
             t0 = time.perf_counter()
             hits = await run_in_threadpool(retriever.retrieve, args.queries, args.topk)

@@ -32,7 +32,7 @@ from .config import (GRPOArgs, LoraArgs, OutputArgs, PolicyArgs, RewardArgs, Rol
                                      TrainDataArgs, VLLMArgs, load_recipe, opt)
 from .data import QASample, comma_list, load_named
 from .generate import GenerationOutput, SamplingParams, TransformersGenerator
-from .policy import load_policy, resolve_device, resolve_dtype
+from .policy import load_policy, portable_adapter, resolve_device, resolve_dtype
 from .reward import CORRECT_BY_TYPE, TRL_REWARD_WEIGHTS, RewardConfig, trl_reward_funcs
 from .rollout import RolloutEngine, degenerate_group_rate, make_protocol, make_rollout_func, render_trajectory, rollout_config, search_config
 from .search import make_search_tool
@@ -438,6 +438,7 @@ def train(config: TrainConfig, resume_from: str | os.PathLike | None = None, **b
     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     adapter = Path(config.output_dir)/"adapter"
     trainer.save_model(str(adapter))
+    if trainer.args.should_save: portable_adapter(adapter)   # a base in the run folder, recorded relative to the adapter
     return TrainResult(Path(config.output_dir), trainer.state.global_step, adapter, Path(config.output_dir)/"metrics.jsonl",
                        time.perf_counter() - t0, peak_rss_gb(), trainer)
 

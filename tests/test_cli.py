@@ -105,6 +105,8 @@ def test_demo_runs_the_main_job_on_a_tiny_model(tmp_path):
     for row in ("| base |", "| warm start |", "| warm start + GRPO |"):
         assert row in report
     assert f"report: {out / 'report.md'}" in r.stdout
+    adapter_cfg = json.loads((out / "grpo" / "adapter" / "adapter_config.json").read_text())
+    assert adapter_cfg["base_model_name_or_path"] == "../../warm_start/model"     # the run folder can move
 
 
 def test_demo_refuses_bad_options():
@@ -244,3 +246,20 @@ def test_compare_refuses_different_questions_and_prints_matching_runs(two_runs, 
     assert main(["compare", str(d / "top1"), str(tmp_path / "nowhere")]) == 1 and "nowhere" in capsys.readouterr().err
     assert main(["compare", str(d / "top1"), str(tmp_path / "again"), "--metrics", "accuracy"]) == 1
     assert "expected some of" in capsys.readouterr().err
+
+
+def test_eval_reads_the_split_a_file_holds(tmp_path):
+    """A JSON array whose rows all say `dev`: with no split asked for, eval reads them and says so; asked for the test
+    split, it names the option that would work."""
+    rows = [{"id": str(i), "question": f"Who founded the {n} Society?", "golden_answers": ["Ilsa Tarn"], "data_source": "mine",
+             "split": "dev"} for i, n in enumerate(["Stinvask", "Orlen"])]
+    data = tmp_path / "societies.json"
+    data.write_text(json.dumps(rows, indent=1))
+    r = run("eval", *_tiny_eval_args(), "--n-per-source", "2", "--data", str(data), "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "holds no 'test' questions, only 'dev' ones: reading those (ask for a split to choose: --split dev)" in r.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["setup"]["data"]["split"] == "dev" and summary["setup"]["questions"] == {"mine": ["0", "1"]}
+    r = run("eval", *_tiny_eval_args(), "--data", str(data), "--split", "test")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "no 'test' rows; its rows' split is one of ['dev']: ask for split='dev' (--split dev on the command line)" in r.stderr

@@ -1,5 +1,6 @@
 """The retrieval server, run for real (uvicorn on a free loopback port), and the HTTP client against it."""
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -373,3 +374,32 @@ def test_serve_function_in_a_subprocess(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records = []
+
+    def emit(self, record): self.records.append(record)
+
+
+def test_a_client_that_hangs_up_mid_body_is_one_log_line(bm25):
+    """The body is promised 1000 bytes and the client closes after 14: one warning, no traceback, and the server
+    keeps answering."""
+    caught, loggers = _Records(), [logging.getLogger(n) for n in ("uvicorn.error", "search_r1_course.server")]
+    with BackgroundServer(build_app(bm25, LIMITS)) as s:
+        for lg in loggers: lg.addHandler(caught)
+        try:
+            with socket.create_connection((s.host, s.port)) as sock:
+                sock.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 1000\r\n\r\n" + b'{"queries": [')
+            deadline = time.monotonic() + 10
+            while not caught.records and time.monotonic() < deadline: time.sleep(0.05)
+            health = httpx.get(s.url + "/health").json()
+            good_request_works(s, bm25)
+        finally:
+            for lg in loggers: lg.removeHandler(caught)
+    assert [r.exc_info for r in caught.records] == [None], [r.getMessage() for r in caught.records]
+    assert "disconnected before sending the whole request body" in caught.records[0].getMessage()
+    assert health["disconnected"] == 1 and health["failed"] == 0
