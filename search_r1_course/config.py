@@ -142,6 +142,8 @@ class GRPOArgs(Options):
     mask_truncated_completions: bool = opt(False, "drop trajectories that end without EOS from the loss")
     temperature: float = opt(1.0, "sampling temperature of the rollouts (> 0)")
     top_p: float = opt(1.0)
+    explore_search: float = opt(0.0, "share of each question's rollouts whose turn after the first passage opens with the "
+                                      "search tag (exploration at the decision point, 07_rollout; 0: off)")
     gradient_checkpointing: bool = opt(False)
 
     def check(self):
@@ -157,6 +159,7 @@ class GRPOArgs(Options):
         if self.scale_rewards not in ("group", "batch", "none"): self.bad("scale_rewards", "'group', 'batch' or 'none'")
         if not self.temperature > 0: self.bad("temperature", "> 0 (GRPO needs sampled groups)")
         if self.beta < 0: self.bad("beta", ">= 0")
+        if not 0 <= self.explore_search <= 1: self.bad("explore_search", "a share in [0, 1]")
 
     @property
     def trajectories_per_step(self) -> int: return self.questions_per_step * self.num_generations

@@ -15,13 +15,13 @@ from fastcore.basics import patch
 from tqdm.auto import tqdm
 
 from .generate import GenerationOutput, SamplingParams
-from .protocol import Action, Answer, Invalid, Protocol, Search, TagProtocol, ToolCallProtocol
+from .protocol import SEARCH_OPEN, Action, Answer, Invalid, Protocol, Search, TagProtocol, ToolCallProtocol
 from .search import SearchConfig, truncate_tokens
 
 # %% auto #0
-__all__ = ['STATUSES', 'RolloutConfig', 'Trajectory', 'render_trajectory', 'RolloutEngine', 'turn_seed', 'degenerate_group_rate',
-           'rollout_metrics', 'trl_rollout_output', 'make_rollout_func', 'search_config', 'rollout_config',
-           'make_protocol']
+__all__ = ['STATUSES', 'RolloutConfig', 'Trajectory', 'render_trajectory', 'RolloutEngine', 'turn_seed', 'mark_explorers',
+           'degenerate_group_rate', 'rollout_metrics', 'trl_rollout_output', 'make_rollout_func', 'search_config',
+           'rollout_config', 'make_protocol']
 
 # %% ../nbs/07_rollout.ipynb #1b3b947a
 STATUSES = ("answered", "max_turns", "length", "invalid")
@@ -40,6 +40,7 @@ class RolloutConfig:
     retry_invalid: bool = True          # an invalid turn gets a corrective note and another turn (Search-R1)
     eos_after_answer: bool = True       # close an answered trajectory with EOS (an inserted token)
     show_progress: bool = False         # a tqdm bar over turns
+    explore_search: float = 0.0         # share of each question's trajectories whose turn after the first passage opens with the search tag
 
     def __post_init__(self):
         for name in ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens"):
@@ -49,6 +50,8 @@ class RolloutConfig:
         if self.temperature < 0: raise ValueError(f"RolloutConfig.temperature: expected >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1: raise ValueError(f"RolloutConfig.top_p: expected a value in (0, 1], got {self.top_p}")
         if self.top_k < 0: raise ValueError(f"RolloutConfig.top_k: expected >= 0, got {self.top_k}")
+        if not 0 <= self.explore_search <= 1:
+            raise ValueError(f"RolloutConfig.explore_search: expected a share in [0, 1], got {self.explore_search!r}")
 
 # %% ../nbs/07_rollout.ipynb #8655fdac
 @dataclass
@@ -69,6 +72,7 @@ class Trajectory:
     status: str | None = None             # None while running, then one of STATUSES
     answer: str | None = None
     text: str = ""                        # the decoded completion, for display only
+    explore: bool = False                 # exploration: its turn after the first passage opens with the search tag
 
     def add(self, ids: Sequence[int], logprobs: Sequence[float] | None = None):
         "Append tokens: sampled ones with their `logprobs` (mask 1), inserted ones without (mask 0, log-prob 0.0)."
@@ -129,6 +133,11 @@ class RolloutEngine:
             raise ValueError(f"RolloutConfig.max_obs_tokens={self.config.max_obs_tokens} is too small for this protocol: "
                              f"an empty observation takes {wrapper} tokens and the corrective note {note}")
 
+    @property
+    def _search_opener(self) -> list[int]:
+        "The ids that open a search in the tag protocol (`<search>`), for exploration; [] for other protocols."
+        return _encode(self.tokenizer, SEARCH_OPEN) if isinstance(self.protocol, TagProtocol) else []
+
     def __repr__(self):
         return f"RolloutEngine({type(self.generator).__name__}, {self.protocol!r}, {type(self.tool).__name__}, {self.config})"
 
@@ -182,6 +191,10 @@ def _insert(self: RolloutEngine, t: Trajectory, make: Callable[[str], str], cont
     t.add(ids)
     t.observations.append(text)
 
+def _explores(t: Trajectory) -> bool:
+    "An exploring trajectory's turn right after its first passage (the only turn exploration touches)."
+    return t.explore and t.searches == 1 and len(t.actions) == 1 and isinstance(t.actions[0], Search)
+
 @patch
 def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int | None = None) -> int:
     "Advance every unfinished trajectory by one model turn; returns how many took part."
@@ -191,12 +204,13 @@ def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int 
     allow = [min(cfg.max_new_tokens_per_turn, cfg.max_total_tokens - len(t.completion_ids)) for t in active]
     params = SamplingParams(max_new_tokens=max(allow), temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k,
                             stop_strings=list(self.protocol.stop_strings), seed=turn_seed(seed, turn))
-    outs = self.generator.generate([t.prompt_ids + t.completion_ids for t in active], params)
+    opened = [self._search_opener if _explores(t) else [] for t in active]   # see "Exploration at the decision point"
+    outs = self.generator.generate([t.prompt_ids + t.completion_ids + o for t, o in zip(active, opened)], params)
     if len(outs) != len(active):
         raise RuntimeError(f"the generator returned {len(outs)} outputs for {len(active)} prompts")
     to_search, to_note = [], []
-    for t, out, n in zip(active, outs, allow):
-        ids, lps = list(out.token_ids)[:n], list(out.logprobs)[:n]
+    for t, out, n, o in zip(active, outs, allow, opened):
+        ids, lps = (o + list(out.token_ids))[:n], ([0.0] * len(o) + list(out.logprobs))[:n]
         t.add(ids, lps)
         t.turns += 1
         action = self.protocol.parse(self.tokenizer.decode(ids))  # decoded to parse only; the ids stay as sampled
@@ -222,6 +236,15 @@ def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int 
     return len(active)
 
 # %% ../nbs/07_rollout.ipynb #6c195358
+def mark_explorers(trajs: Sequence[Trajectory], share: float) -> None:
+    "Mark the first `round(share * n)` of the `n` trajectories of each question (TRL's copies of a prompt, or a group)."
+    seen: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for t in trajs: counts[t.question] = counts.get(t.question, 0) + 1
+    for t in trajs:
+        k = seen[t.question] = seen.get(t.question, -1) + 1
+        t.explore = k < round(share * counts[t.question])
+
 @patch
 def run(self: RolloutEngine, questions: Sequence, group_size: int = 1, seed: int | None = None,
         max_active: int | None = None, on_done: Callable[[Trajectory], Any] | None = None) -> list[Trajectory]:
@@ -231,6 +254,10 @@ def run(self: RolloutEngine, questions: Sequence, group_size: int = 1, seed: int
     if max_active is not None and (not isinstance(max_active, int) or isinstance(max_active, bool) or max_active < 1):
         raise ValueError(f"max_active: expected a positive int or None, got {max_active!r}")
     trajs = self.start(questions, group_size)
+    if cfg.explore_search: mark_explorers(trajs, cfg.explore_search)
+    if any(t.explore for t in trajs) and not self._search_opener:
+        raise ValueError(f"explore_search: the protocol {type(self.protocol).__name__} has no search tag to open a turn with "
+                         "(exploration works with the tag protocol)")
     waiting, live, calls = iter(trajs), [], 0
     with tqdm(total=len(trajs), desc="rollout", unit="trajectory", disable=not cfg.show_progress, leave=False) as bar:
         while True:
@@ -268,6 +295,7 @@ def rollout_metrics(trajs: Sequence[Trajectory], rewards: Sequence[float] | None
            "rollout/valid_action_rate": sum(not isinstance(a, Invalid) for t in trajs for a in t.actions) / max(turns, 1),
            "rollout/completion_tokens": tokens / n,
            "tokens/env_fraction": sum(t.n_inserted for t in trajs) / max(tokens, 1)}
+    if any(t.explore for t in trajs): out["rollout/explored_rate"] = sum(t.explore and t.searches >= 1 for t in trajs) / n
     out.update({f"rollout/{s}_rate": sum(t.status == s for t in trajs) / n for s in STATUSES})
     if rewards is not None:
         if len(rewards) != len(trajs):
@@ -334,7 +362,8 @@ def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metric
     return rollout_func
 
 # %% ../nbs/07_rollout.ipynb #eba44033
-_RUN_ROLLOUT_FIELDS = ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens", "temperature", "top_p", "seed")
+_RUN_ROLLOUT_FIELDS = ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens", "temperature", "top_p", "seed",
+                       "explore_search")
 _RUN_SEARCH_FIELDS = dict(corpus_path="corpus_path", index_dir="index_dir", url="retriever_url", encoder="encoder")
 
 def search_config(run) -> SearchConfig:
