@@ -58,7 +58,7 @@ class ExperimentConfig(RewardArgs, TrainDataArgs, SearchArgs, RolloutArgs, GRPOA
     warm_refine: bool = opt(False, "the oracle restates the bridge entity / the compared values (<think>)")
     warm_learning_rate: float = opt(2e-4)
     warm_epochs: int = opt(3, "passes over them: one pass does not teach when to stop searching")
-    probe_every: int = opt(0, "GRPO: sample the fixed dev probe every N steps (12d_probe; 0: no probe)")
+    probe_every: int = opt(5, "GRPO: sample the fixed dev probe every N steps (12d_probe; its time is not training; 0: off)")
     probe_n_per_source: int = opt(30, "the probe's dev questions per type")
 
     def check(self):

@@ -279,9 +279,12 @@ def test_answer_strings_split_only_on_the_marker_or_a_named_separator(tmp_path):
     message = str(caught[0].message)
     assert str(path) in message and "'<|answer_split|>'" in message and "2 of 4 rows" in message
     # a separator the user names is used instead, through every loader, and said as well
-    with pytest.warns(UserWarning, match=r"split the answer strings of 1 of 4 rows on ';'"):
-        assert load_parquet(path, answer_sep=";")[1].golden_answers == ["Simon", "Garfunkel duo"]
-    with pytest.warns(UserWarning, match="on ';'"):
+    # (the marker still splits too: a marker is never part of an answer)
+    with pytest.warns(UserWarning, match=r"split the answer strings of 3 of 4 rows on '<\|answer_split\|>' or ';'"):
+        named = load_parquet(path, answer_sep=";")
+    assert [s.golden_answers for s in named] == [["Paul Simon", "Simon"], ["Simon", "Garfunkel duo"], ["1931"],
+                                                 ["Art Garfunkel", "Garfunkel"]]
+    with pytest.warns(UserWarning, match="or ';'"):
         assert load_named(path, "test", answer_sep=";")[1].golden_answers == ["Simon", "Garfunkel duo"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
