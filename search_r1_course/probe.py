@@ -18,6 +18,7 @@ from transformers import TrainerCallback
 
 from .data import QASample, load_named, sample_per_source
 from .evaluation import EvalConfig, evaluate_policy, make_eval_engine
+from .trainer import _truncate_jsonl
 
 # %% auto #0
 __all__ = ['PROBE_FIGURES', 'probe_row', 'DevProbe', 'make_probe', 'read_probe', 'plot_probe']
@@ -40,11 +41,9 @@ def probe_row(records: Sequence[dict], step: int, seconds: float) -> dict:
 
 # %% ../nbs/12d_probe.ipynb #7bfae198
 def _keep_until(path: Path, step: int) -> list[dict]:
-    "The rows of a probe file up to `step` (written back, so that a resumed run continues the file); [] without a file."
-    if not path.is_file(): return []
-    rows = [r for r in (json.loads(l) for l in path.read_text().splitlines() if l.strip()) if r["step"] <= step]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return rows
+    "The rows of a probe file up to `step` (the rest dropped from the file, as the trainer does with its logs); [] without one."
+    _truncate_jsonl(path, step)
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.is_file() else []
 
 class DevProbe(TrainerCallback):
     "At the start, every `every` optimizer steps and at the end, sample the policy on fixed questions; a JSON line per probe."
