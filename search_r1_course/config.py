@@ -144,6 +144,7 @@ class GRPOArgs(Options):
     top_p: float = opt(1.0)
     explore_search: float = opt(0.0, "share of each question's rollouts whose turn after the first passage opens with the "
                                       "search tag (exploration at the decision point, 07_rollout; 0: off)")
+    explore_sources: str | None = opt(None, "comma-separated data sources whose questions explore (None: every question)")
     gradient_checkpointing: bool = opt(False)
 
     def check(self):
