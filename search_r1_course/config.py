@@ -272,7 +272,7 @@ def _known_options() -> set[str]:
     "Every option name any configuration of the course has (a recipe key outside it is a typo)."
     import importlib, inspect
     names = set()
-    for mod in ("config", "search", "warmstart", "trainer", "evaluation", "experiment", "cli"):
+    for mod in ("config", "search", "warmstart", "trainer", "rft", "evaluation", "experiment", "cli"):
         m = importlib.import_module(f"search_r1_course.{mod}")
         for obj in vars(m).values():
             if inspect.isclass(obj) and dataclasses.is_dataclass(obj) and obj.__module__ == m.__name__:

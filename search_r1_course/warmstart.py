@@ -36,7 +36,7 @@ from .world import build_world
 # %% auto #0
 __all__ = ['BRIDGE_SENTENCES', 'oracle_turns', 'OracleGenerator', 'too_long_scripts', 'oracle_trajectories', 'decision_positions',
            'sft_rows', 'compact_lm_head_on_cpu', 'WarmStartConfig', 'rss_gb', 'release_memory', 'ReleaseMemory',
-           'WarmStartResult', 'warm_start']
+           'lora_sft', 'WarmStartResult', 'warm_start']
 
 # %% ../nbs/10_warmstart.ipynb #6fd0dc38
 # What the oracle restates from a 2-hop question's first passage before it searches the entity that passage names
@@ -193,6 +193,26 @@ class ReleaseMemory(TrainerCallback):
     "After every optimizer step, `release_memory()`: the heap does not keep what each step freed."
     def on_step_end(self, args, state, control, **kwargs): release_memory()
 
+# %% ../nbs/10_warmstart.ipynb #0c718594
+def lora_sft(rows: dict[str, list[list[int]]], model, tokenizer, config, output_dir: str | os.PathLike,
+             callbacks: Sequence = ()) -> tuple[torch.nn.Module, list[float]]:
+    "Fine-tune a fresh LoRA adapter on SFT `rows` (`sft_rows`) with TRL's SFTTrainer and merge it: (merged model, losses)."
+    from datasets import Dataset
+    from peft import LoraConfig
+    from trl import SFTConfig, SFTTrainer
+    if model.device.type == "cpu": compact_lm_head_on_cpu()   # the fused head scores only the labelled tokens
+    args = SFTConfig(output_dir=str(output_dir), per_device_train_batch_size=config.batch_size, num_train_epochs=config.epochs,
+                     learning_rate=config.learning_rate, lr_scheduler_type="constant", warmup_steps=0, logging_steps=1,
+                     save_strategy="no", report_to=[], seed=config.seed, max_length=None, gradient_checkpointing=False,
+                     bf16=next(model.parameters()).dtype == torch.bfloat16, use_cpu=model.device.type == "cpu",
+                     dataloader_num_workers=0, disable_tqdm=False)
+    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout, task_type="CAUSAL_LM",
+                      target_modules=comma_list(config.lora_targets))
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict(rows), processing_class=tokenizer,
+                         peft_config=lora, callbacks=[ReleaseMemory(), *callbacks])
+    trainer.train()
+    return trainer.model.merge_and_unload(), [h["loss"] for h in trainer.state.log_history if "loss" in h]
+
 # %% ../nbs/10_warmstart.ipynb #1884cf6e
 @dataclass
 class WarmStartResult:
@@ -217,12 +237,8 @@ def _rows(kept: Sequence[Trajectory], config: WarmStartConfig, tokenizer) -> dic
 
 def warm_start(config: WarmStartConfig, model=None, tokenizer=None, callbacks: Sequence = ()) -> WarmStartResult:
     "Play the oracle, fine-tune a LoRA adapter on its trajectories with TRL's SFTTrainer (and `callbacks`), save the merged model."
-    from datasets import Dataset
-    from peft import LoraConfig
-    from trl import SFTConfig, SFTTrainer
     t0 = time.perf_counter()
     if model is None: model, tokenizer = load_policy(config.model, dtype=config.dtype, device=config.device, threads=config.threads)
-    if model.device.type == "cpu": compact_lm_head_on_cpu()   # the fused head scores only the labelled tokens
     engine = RolloutEngine(None, make_protocol(config, tokenizer), make_search_tool(search_config(config)), tokenizer,
                            rollout_config(config))
     corpus = {p.id: p for p in load_world_corpus()} if config.data == "world" else {}
@@ -235,18 +251,7 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None, callbacks: S
     if not kept: raise ValueError(f"warm start: none of {counts['played']} oracle trajectories found its answer "
                                   "(are max_new_tokens_per_turn and max_obs_tokens large enough for a whole turn and passage?)")
     out = Path(config.output_dir)
-    args = SFTConfig(output_dir=str(out/"sft"), per_device_train_batch_size=config.batch_size, num_train_epochs=config.epochs,
-                     learning_rate=config.learning_rate, lr_scheduler_type="constant", warmup_steps=0, logging_steps=1,
-                     save_strategy="no", report_to=[], seed=config.seed, max_length=None, gradient_checkpointing=False,
-                     bf16=next(model.parameters()).dtype == torch.bfloat16, use_cpu=model.device.type == "cpu",
-                     dataloader_num_workers=0, disable_tqdm=False)
-    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout, task_type="CAUSAL_LM",
-                      target_modules=comma_list(config.lora_targets))
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict(_rows(kept, config, tokenizer)),
-                         processing_class=tokenizer, peft_config=lora, callbacks=[ReleaseMemory(), *callbacks])
-    trainer.train()
-    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    merged = trainer.model.merge_and_unload()
+    merged, losses = lora_sft(_rows(kept, config, tokenizer), model, tokenizer, config, out/"sft", callbacks)
     merged.save_pretrained(out/"model")
     tokenizer.save_pretrained(out/"model")
     example = render_trajectory(kept[0], tokenizer)   # one demonstration, as the policy was taught it
