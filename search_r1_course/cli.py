@@ -18,8 +18,8 @@ from .config import opt, parse_config
 
 # %% auto #0
 __all__ = ['SEARCH_RECIPE_NAMES', 'COMMAND_HELP', 'CONFIG_COMMANDS', 'RUNNERS', 'TrainCommand', 'EvalCommand', 'ServeCommand',
-           'parse_command', 'show_world', 'run_demo', 'run_serve', 'run_search', 'run_train', 'run_eval', 'run_ask',
-           'run_compare', 'run_view', 'build_parser', 'main']
+           'parse_command', 'show_world', 'run_demo', 'run_rft', 'run_serve', 'run_search', 'run_train', 'run_eval',
+           'run_ask', 'run_compare', 'run_view', 'build_parser', 'main']
 
 # %% ../nbs/14_cli.ipynb #8c693462
 @dataclass
@@ -53,10 +53,12 @@ COMMAND_HELP = {
     "eval": "evaluate a policy (model, adapter or hub id) on N questions per data source",
     "compare": "print saved evaluations side by side (refuses runs with different search setups or questions)",
     "demo": "the main job on the embedded default: evaluate, warm-start, GRPO, evaluate, report",
+    "rft": "rejection-sampling fine-tuning, the baseline GRPO must beat: sample, keep the correct trajectories, fine-tune, "
+           "repeat; every RFTConfig field is an option",
     "ask": "ask the trained policy (by default the newest under runs/) your own question and watch it search, turn by turn",
     "view": "write one offline HTML page of an evaluation's trajectories (a run's stages side by side), with filters",
 }
-CONFIG_COMMANDS = ("search", "serve-retriever", "train", "eval", "demo", "ask")   # they read a recipe (--config) and options
+CONFIG_COMMANDS = ("search", "serve-retriever", "train", "eval", "demo", "rft", "ask")   # they read a recipe (--config) and options
 
 def _value_of(argv: Sequence[str], name: str) -> str | None:
     for i, a in enumerate(argv):
@@ -92,6 +94,9 @@ def parse_command(command: str, argv: Sequence[str]) -> tuple:
     if command == "demo":
         from search_r1_course.experiment import ExperimentConfig
         return parse_config((ExperimentConfig,), argv, default_recipe="cpu", prog=prog, description=desc)
+    if command == "rft":
+        from search_r1_course.rft import RFTConfig
+        return parse_config((RFTConfig,), argv, default_recipe="rft-cpu", prog=prog, description=desc)
     if command == "ask":   # the policy first: its run's setup is the default, under --config and the options
         from search_r1_course.ask import AskCommand, choose_policy, recipe_defaults
         from search_r1_course.evaluation import EvalConfig
@@ -131,6 +136,19 @@ def run_demo(cfg, file=None) -> None:
     result = run_experiment(cfg)
     print("\n" + markdown_table(results_table(result.results)), file=file)
     print(f"\nreport: {result.report}", file=file)
+
+# %% ../nbs/14_cli.ipynb #50986865
+def run_rft(cfg, file=None) -> None:
+    "Rejection-sampling fine-tuning (an `RFTConfig`): print each round's kept trajectories and where the final policy is."
+    from search_r1_course.rft import rft
+    file = file or sys.stdout
+    print(f"RFT -> {cfg.output_dir}: {cfg.rounds} rounds x {cfg.questions_per_round} questions x {cfg.num_generations} "
+          f"samples = {cfg.sampled_trajectories} sampled trajectories", file=file, flush=True)
+    res = rft(cfg)
+    for r in res.rounds:
+        by_source = ", ".join(f"{k} {v}" for k, v in r["kept_by_source"].items())
+        print(f"round {r['round']}: kept {r['kept']} of {r['sampled']}" + (f" ({by_source})" if by_source else ""), file=file)
+    print(f"policy: {res.model_dir}; rounds: {Path(cfg.output_dir)/'rounds.jsonl'}; {res.seconds:.0f} s", file=file)
 
 # %% ../nbs/14_cli.ipynb #388cf666
 def run_serve(search, serve: ServeCommand) -> None:
@@ -285,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 RUNNERS = {"search": run_search, "serve-retriever": run_serve, "train": run_train, "eval": run_eval, "demo": run_demo,
-           "ask": run_ask}
+           "rft": run_rft, "ask": run_ask}
 
 def main(argv: Sequence[str] | None = None) -> int:
     "Entry point of `search-r1-course`: bad input ends with one clear line on stderr and exit code 1, not a traceback."

@@ -144,6 +144,7 @@ class GRPOArgs(Options):
     top_p: float = opt(1.0)
     explore_search: float = opt(0.0, "share of each question's rollouts whose turn after the first passage opens with the "
                                       "search tag (exploration at the decision point, 07_rollout; 0: off)")
+    explore_sources: str | None = opt(None, "comma-separated data sources whose questions explore (None: every question)")
     gradient_checkpointing: bool = opt(False)
 
     def check(self):
@@ -271,7 +272,7 @@ def _known_options() -> set[str]:
     "Every option name any configuration of the course has (a recipe key outside it is a typo)."
     import importlib, inspect
     names = set()
-    for mod in ("config", "search", "warmstart", "trainer", "evaluation", "experiment", "cli"):
+    for mod in ("config", "search", "warmstart", "trainer", "rft", "evaluation", "experiment", "cli"):
         m = importlib.import_module(f"search_r1_course.{mod}")
         for obj in vars(m).values():
             if inspect.isclass(obj) and dataclasses.is_dataclass(obj) and obj.__module__ == m.__name__:

@@ -41,6 +41,7 @@ class RolloutConfig:
     eos_after_answer: bool = True       # close an answered trajectory with EOS (an inserted token)
     show_progress: bool = False         # a tqdm bar over turns
     explore_search: float = 0.0         # share of each question's trajectories whose turn after the first passage opens with the search tag
+    explore_sources: str | None = None  # comma-separated data sources whose questions explore (None: every question)
 
     def __post_init__(self):
         for name in ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens"):
@@ -236,14 +237,20 @@ def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int 
     return len(active)
 
 # %% ../nbs/07_rollout.ipynb #6c195358
-def mark_explorers(trajs: Sequence[Trajectory], share: float) -> None:
-    "Mark the first `round(share * n)` of the `n` trajectories of each question (TRL's copies of a prompt, or a group)."
+def _source_list(sources: str | Sequence[str] | None) -> set[str] | None:
+    if sources is None: return None
+    names = {s.strip() for s in sources.split(",")} if isinstance(sources, str) else set(sources)
+    return {s for s in names if s}
+
+def mark_explorers(trajs: Sequence[Trajectory], share: float, sources: str | Sequence[str] | None = None) -> None:
+    "Mark the first `round(share * n)` of the `n` trajectories of each question (TRL's copies of a prompt, or a group); only questions from `sources` if given."
+    keep = _source_list(sources)
     seen: dict[str, int] = {}
     counts: dict[str, int] = {}
     for t in trajs: counts[t.question] = counts.get(t.question, 0) + 1
     for t in trajs:
         k = seen[t.question] = seen.get(t.question, -1) + 1
-        t.explore = k < round(share * counts[t.question])
+        t.explore = k < round(share * counts[t.question]) and (keep is None or getattr(t.sample, "data_source", None) in keep)
 
 @patch
 def run(self: RolloutEngine, questions: Sequence, group_size: int = 1, seed: int | None = None,
@@ -254,7 +261,7 @@ def run(self: RolloutEngine, questions: Sequence, group_size: int = 1, seed: int
     if max_active is not None and (not isinstance(max_active, int) or isinstance(max_active, bool) or max_active < 1):
         raise ValueError(f"max_active: expected a positive int or None, got {max_active!r}")
     trajs = self.start(questions, group_size)
-    if cfg.explore_search: mark_explorers(trajs, cfg.explore_search)
+    if cfg.explore_search: mark_explorers(trajs, cfg.explore_search, cfg.explore_sources)
     if any(t.explore for t in trajs) and not self._search_opener:
         raise ValueError(f"explore_search: the protocol {type(self.protocol).__name__} has no search tag to open a turn with "
                          "(exploration works with the tag protocol)")
@@ -334,11 +341,13 @@ def _unwrap(trainer):
     acc = getattr(trainer, "accelerator", None)
     return acc.unwrap_model(model) if acc is not None else model
 
-def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metrics: bool = True) -> Callable:
-    "A TRL `rollout_func(prompts, trainer) -> dict`: one trajectory per incoming prompt (TRL repeats the prompts)."
+def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metrics: bool = True,
+                      samples: Sequence | None = None) -> Callable:
+    "A TRL `rollout_func(prompts, trainer) -> dict`: one trajectory per incoming prompt (TRL repeats the prompts); `samples` (the training questions) give each trajectory its sample."
     calls = {}   # step -> calls made at that step
+    by_question = {s.question: s for s in samples or ()}   # TRL hands over the prompt text only
     def rollout_func(prompts: list, trainer=None) -> dict[str, list]:
-        questions = [_prompt_question(p) for p in prompts]
+        questions = [by_question.get(q, q) for q in map(_prompt_question, prompts)]
         model = None
         if trainer is not None and sync_model and hasattr(engine.generator, "model"):
             model = engine.generator.model = _unwrap(trainer)
@@ -363,7 +372,7 @@ def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metric
 
 # %% ../nbs/07_rollout.ipynb #eba44033
 _RUN_ROLLOUT_FIELDS = ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens", "temperature", "top_p", "seed",
-                       "explore_search")
+                       "explore_search", "explore_sources")
 _RUN_SEARCH_FIELDS = dict(corpus_path="corpus_path", index_dir="index_dir", url="retriever_url", encoder="encoder")
 
 def search_config(run) -> SearchConfig:

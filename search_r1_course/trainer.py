@@ -388,7 +388,8 @@ def build_trainer(config: TrainConfig, reward_funcs: list | None = None, reward_
                          "or pass lora=False to keep training it")
     args = grpo_args(config, device=model.device)
     engine = build_engine(model, tokenizer, config)
-    rollout = make_rollout_func(engine)
+    train_samples = list(samples) if samples is not None else load_train_samples(config)
+    rollout = make_rollout_func(engine, samples=train_samples)
     if config.use_vllm: rollout = _vllm_rollout(rollout, tokenizer)
     recorder = RolloutRecorder(rollout, out/"rollouts.jsonl" if config.log_rollouts else None, tokenizer)
     if reward_funcs is None: reward_funcs = trl_reward_funcs(reward_config(config))
@@ -401,7 +402,7 @@ def build_trainer(config: TrainConfig, reward_funcs: list | None = None, reward_
     eager = config.use_vllm and config.vllm_mode == "colocate" and model.device.type == "cpu"
     with colocated_engine_options(enforce_eager=True) if eager else nullcontext():
         trainer = SearchR1GRPOTrainer(model=policy, reward_funcs=reward_funcs, args=args,
-                                      train_dataset=to_dataset(samples if samples is not None else load_train_samples(config)),
+                                      train_dataset=to_dataset(train_samples),
                                       processing_class=tokenizer, rollout_func=recorder, peft_config=lora_config(config),
                                       callbacks=[MetricsLogger(out/"metrics.jsonl"), ReleaseMemory(), *callbacks])
     if config.use_vllm and config.vllm_mode == "colocate": reload_weights_sync(trainer.vllm_generation)

@@ -27,16 +27,16 @@ from .config import LoraArgs, PolicyArgs, RolloutArgs, SearchArgs, opt
 from .data import Passage, QASample, comma_list, load_named, load_world_corpus
 from .generate import GenerationOutput
 from .policy import load_policy
-from .protocol import THINK, Answer, Protocol, Search, format_action
+from .protocol import ANSWER, THINK, Answer, Protocol, Search, format_action, open_tag
 from .reward import normalize_answer
 from .rollout import RolloutEngine, Trajectory, _encode, make_protocol, render_trajectory, rollout_config, search_config
 from .search import make_search_tool
 from .world import build_world
 
 # %% auto #0
-__all__ = ['BRIDGE_SENTENCES', 'oracle_turns', 'OracleGenerator', 'too_long_scripts', 'oracle_trajectories', 'sft_rows',
-           'compact_lm_head_on_cpu', 'WarmStartConfig', 'rss_gb', 'release_memory', 'ReleaseMemory', 'WarmStartResult',
-           'warm_start']
+__all__ = ['BRIDGE_SENTENCES', 'oracle_turns', 'OracleGenerator', 'too_long_scripts', 'oracle_trajectories', 'decision_positions',
+           'sft_rows', 'compact_lm_head_on_cpu', 'WarmStartConfig', 'rss_gb', 'release_memory', 'ReleaseMemory',
+           'lora_sft', 'WarmStartResult', 'warm_start']
 
 # %% ../nbs/10_warmstart.ipynb #6fd0dc38
 # What the oracle restates from a 2-hop question's first passage before it searches the entity that passage names
@@ -113,12 +113,24 @@ def oracle_trajectories(samples: Sequence[QASample], engine: RolloutEngine, corp
     return kept, {"played": len(trajs), "kept": len(kept), "too_long": len(too_long)}
 
 # %% ../nbs/10_warmstart.ipynb #679662f9
-def sft_rows(trajs: Sequence[Trajectory]) -> dict[str, list[list[int]]]:
-    "Columns `input_ids` and `labels` for TRL's `SFTTrainer`: loss only on the tokens the policy writes."
+def decision_positions(traj: Trajectory, n: int) -> list[int]:
+    "Completion positions of the first `n` tokens of every turn that follows an observation: where the policy chooses its next move."
+    mask, out = traj.env_mask, []
+    for i, m in enumerate(mask):
+        if m and i and not mask[i - 1]:
+            end = i
+            while end < len(mask) and mask[end] and end < i + n: end += 1
+            out += range(i, end)
+    return out
+
+def sft_rows(trajs: Sequence[Trajectory], decision_tokens: int = 0) -> dict[str, list[list[int]]]:
+    "Columns `input_ids` and `labels` for TRL's `SFTTrainer`: loss only on the tokens the policy writes (minus `decision_tokens` per later turn)."
     rows = {"input_ids": [], "labels": []}
     for t in trajs:
+        labels = [i if m else -100 for i, m in zip(t.completion_ids, t.env_mask)]
+        for i in decision_positions(t, decision_tokens): labels[i] = -100
         rows["input_ids"].append(list(t.prompt_ids) + list(t.completion_ids))
-        rows["labels"].append([-100] * len(t.prompt_ids) + [i if m else -100 for i, m in zip(t.completion_ids, t.env_mask)])
+        rows["labels"].append([-100] * len(t.prompt_ids) + labels)
     return rows
 
 # %% ../nbs/10_warmstart.ipynb #536ba4db
@@ -145,6 +157,8 @@ class WarmStartConfig(SearchArgs, RolloutArgs, LoraArgs, PolicyArgs):
     learning_rate: float = opt(2e-4)
     epochs: int = opt(1, "passes over the kept trajectories")
     batch_size: int = opt(8, "trajectories per SFT step")
+    teach_decision: float = opt(1.0, "share of the trajectories whose choice after a passage (the tag opening the next turn) "
+                                     "is in the loss; 0: every such choice is left untaught")
     seed: int = opt(0)
     output_dir: str = opt("runs/warm_start")
 
@@ -152,6 +166,7 @@ class WarmStartConfig(SearchArgs, RolloutArgs, LoraArgs, PolicyArgs):
         self.positive("n_samples", "epochs", "batch_size")
         if not self.lora: self.bad("lora", "True (the warm start trains a LoRA adapter and merges it into the weights)")
         if not self.learning_rate > 0: self.bad("learning_rate", "> 0")
+        if not 0 <= self.teach_decision <= 1: self.bad("teach_decision", "a share in [0, 1]")
 
 # %% ../nbs/10_warmstart.ipynb #565d8757
 def rss_gb() -> float | None:
@@ -178,6 +193,26 @@ class ReleaseMemory(TrainerCallback):
     "After every optimizer step, `release_memory()`: the heap does not keep what each step freed."
     def on_step_end(self, args, state, control, **kwargs): release_memory()
 
+# %% ../nbs/10_warmstart.ipynb #0c718594
+def lora_sft(rows: dict[str, list[list[int]]], model, tokenizer, config, output_dir: str | os.PathLike,
+             callbacks: Sequence = ()) -> tuple[torch.nn.Module, list[float]]:
+    "Fine-tune a fresh LoRA adapter on SFT `rows` (`sft_rows`) with TRL's SFTTrainer and merge it: (merged model, losses)."
+    from datasets import Dataset
+    from peft import LoraConfig
+    from trl import SFTConfig, SFTTrainer
+    if model.device.type == "cpu": compact_lm_head_on_cpu()   # the fused head scores only the labelled tokens
+    args = SFTConfig(output_dir=str(output_dir), per_device_train_batch_size=config.batch_size, num_train_epochs=config.epochs,
+                     learning_rate=config.learning_rate, lr_scheduler_type="constant", warmup_steps=0, logging_steps=1,
+                     save_strategy="no", report_to=[], seed=config.seed, max_length=None, gradient_checkpointing=False,
+                     bf16=next(model.parameters()).dtype == torch.bfloat16, use_cpu=model.device.type == "cpu",
+                     dataloader_num_workers=0, disable_tqdm=False)
+    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout, task_type="CAUSAL_LM",
+                      target_modules=comma_list(config.lora_targets))
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict(rows), processing_class=tokenizer,
+                         peft_config=lora, callbacks=[ReleaseMemory(), *callbacks])
+    trainer.train()
+    return trainer.model.merge_and_unload(), [h["loss"] for h in trainer.state.log_history if "loss" in h]
+
 # %% ../nbs/10_warmstart.ipynb #1884cf6e
 @dataclass
 class WarmStartResult:
@@ -193,14 +228,17 @@ def _sample(config: WarmStartConfig) -> list[QASample]:
     rng = random.Random(config.seed)
     return rng.sample(pool, min(config.n_samples, len(pool)))
 
+def _rows(kept: Sequence[Trajectory], config: WarmStartConfig, tokenizer) -> dict[str, list[list[int]]]:
+    "The SFT rows: the first `1 - teach_decision` of the (randomly sampled) trajectories leave the choice after a passage untaught."
+    untaught = round((1 - config.teach_decision) * len(kept))
+    opener = len(tokenizer(open_tag(ANSWER), add_special_tokens=False)["input_ids"])
+    a, b = sft_rows(kept[:untaught], decision_tokens=opener), sft_rows(kept[untaught:])
+    return {k: a[k] + b[k] for k in a}
+
 def warm_start(config: WarmStartConfig, model=None, tokenizer=None, callbacks: Sequence = ()) -> WarmStartResult:
     "Play the oracle, fine-tune a LoRA adapter on its trajectories with TRL's SFTTrainer (and `callbacks`), save the merged model."
-    from datasets import Dataset
-    from peft import LoraConfig
-    from trl import SFTConfig, SFTTrainer
     t0 = time.perf_counter()
     if model is None: model, tokenizer = load_policy(config.model, dtype=config.dtype, device=config.device, threads=config.threads)
-    if model.device.type == "cpu": compact_lm_head_on_cpu()   # the fused head scores only the labelled tokens
     engine = RolloutEngine(None, make_protocol(config, tokenizer), make_search_tool(search_config(config)), tokenizer,
                            rollout_config(config))
     corpus = {p.id: p for p in load_world_corpus()} if config.data == "world" else {}
@@ -213,18 +251,7 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None, callbacks: S
     if not kept: raise ValueError(f"warm start: none of {counts['played']} oracle trajectories found its answer "
                                   "(are max_new_tokens_per_turn and max_obs_tokens large enough for a whole turn and passage?)")
     out = Path(config.output_dir)
-    args = SFTConfig(output_dir=str(out/"sft"), per_device_train_batch_size=config.batch_size, num_train_epochs=config.epochs,
-                     learning_rate=config.learning_rate, lr_scheduler_type="constant", warmup_steps=0, logging_steps=1,
-                     save_strategy="no", report_to=[], seed=config.seed, max_length=None, gradient_checkpointing=False,
-                     bf16=next(model.parameters()).dtype == torch.bfloat16, use_cpu=model.device.type == "cpu",
-                     dataloader_num_workers=0, disable_tqdm=False)
-    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout, task_type="CAUSAL_LM",
-                      target_modules=comma_list(config.lora_targets))
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict(sft_rows(kept)),
-                         processing_class=tokenizer, peft_config=lora, callbacks=[ReleaseMemory(), *callbacks])
-    trainer.train()
-    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    merged = trainer.model.merge_and_unload()
+    merged, losses = lora_sft(_rows(kept, config, tokenizer), model, tokenizer, config, out/"sft", callbacks)
     merged.save_pretrained(out/"model")
     tokenizer.save_pretrained(out/"model")
     example = render_trajectory(kept[0], tokenizer)   # one demonstration, as the policy was taught it

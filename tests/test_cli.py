@@ -129,11 +129,12 @@ def test_every_recipe_loads_from_python_and_the_command_line():
     from search_r1_course.cli import parse_command
     from search_r1_course.config import load_recipe, recipe_names
     from search_r1_course.experiment import ExperimentConfig
+    from search_r1_course.rft import RFTConfig
     from search_r1_course.trainer import TrainConfig
     names = recipe_names()
-    assert {"cpu", "train-cpu", "gpu-qwen2.5-3b", "gpu-qwen3-4b"} <= set(names)
+    assert {"cpu", "train-cpu", "rft-cpu", "gpu-qwen2.5-3b", "gpu-qwen3-4b"} <= set(names)
     for name in names:
-        cls, command = (ExperimentConfig, "demo") if name == "cpu" else (TrainConfig, "train")
+        cls, command = {"cpu": (ExperimentConfig, "demo"), "rft-cpu": (RFTConfig, "rft")}.get(name, (TrainConfig, "train"))
         assert load_recipe(name, cls) == parse_command(command, ["--config", name])[0], name
     assert load_recipe("cpu", ExperimentConfig) == ExperimentConfig()     # the main job's file is its defaults
     overridden, = parse_command("demo", ["--config", "cpu", "--seed", "1", "--name", "cpu_seed1"])
