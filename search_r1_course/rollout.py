@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 
 from .generate import GenerationOutput, SamplingParams
 from .protocol import SEARCH_OPEN, Action, Answer, Invalid, Protocol, Search, TagProtocol, ToolCallProtocol
+from .data import comma_list
 from .search import SearchConfig, truncate_tokens
 
 # %% auto #0
@@ -237,14 +238,9 @@ def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int 
     return len(active)
 
 # %% ../nbs/07_rollout.ipynb #6c195358
-def _source_list(sources: str | Sequence[str] | None) -> set[str] | None:
-    if sources is None: return None
-    names = {s.strip() for s in sources.split(",")} if isinstance(sources, str) else set(sources)
-    return {s for s in names if s}
-
 def mark_explorers(trajs: Sequence[Trajectory], share: float, sources: str | Sequence[str] | None = None) -> None:
     "Mark the first `round(share * n)` of the `n` trajectories of each question (TRL's copies of a prompt, or a group); only questions from `sources` if given."
-    keep = _source_list(sources)
+    keep = None if sources is None else set(comma_list(sources))
     seen: dict[str, int] = {}
     counts: dict[str, int] = {}
     for t in trajs: counts[t.question] = counts.get(t.question, 0) + 1
