@@ -1,4 +1,4 @@
-"""The Search-R1 interaction format in one place: the tags, the prompts that teach them, a parser that turns one model turn into exactly one action, and a second protocol built on chat-template tool calls.
+"""The Search-R1 interaction format as a conversation: the prompts that teach the tags of `04_actions`, how search results are spliced back, and the `Protocol` interface, implemented with Search-R1's tags and with chat-template tool calls.
 
 Docs: https://search-r1-course.github.io/search_r1_course/protocol.html.md"""
 
@@ -13,151 +13,23 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence, Union
+from typing import Any, Sequence
+
+# the tags, actions and parser of 04_actions, also importable from here
+from search_r1_course.actions import (
+    ANSWER, ANSWER_CLOSE, ANSWER_OPEN, INFORMATION, INFORMATION_CLOSE, INFORMATION_OPEN, PROTOCOL_TAGS, SEARCH,
+    SEARCH_CLOSE, SEARCH_OPEN, STOP_STRINGS, THINK, THINK_CLOSE, THINK_OPEN, TOOL_CALL, TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN, TOOL_RESPONSE, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, Action, Answer, Invalid, Search, Tag,
+    _content_action, block_contents, block_spans, close_tag, find_actions, find_tags, format_action, hide_blocks,
+    open_tag, parse_action)
 
 # %% auto #0
-__all__ = ['THINK', 'SEARCH', 'INFORMATION', 'ANSWER', 'TOOL_CALL', 'TOOL_RESPONSE', 'THINK_OPEN', 'THINK_CLOSE', 'SEARCH_OPEN',
-           'SEARCH_CLOSE', 'INFORMATION_OPEN', 'INFORMATION_CLOSE', 'ANSWER_OPEN', 'ANSWER_CLOSE', 'TOOL_CALL_OPEN',
-           'TOOL_CALL_CLOSE', 'TOOL_RESPONSE_OPEN', 'TOOL_RESPONSE_CLOSE', 'STOP_STRINGS', 'Action', 'PROTOCOL_TAGS',
-           'SEARCH_R1_INSTRUCTION', 'DEFAULT_DEMOS', 'DEMO_SYSTEM', 'SEARCH_R1_STYLE', 'DEMO_STYLE', 'SHORT_STYLE',
+__all__ = ['SEARCH_R1_INSTRUCTION', 'DEFAULT_DEMOS', 'DEMO_SYSTEM', 'SEARCH_R1_STYLE', 'DEMO_STYLE', 'SHORT_STYLE',
            'PROMPT_STYLES', 'INVALID_ACTION_MESSAGE', 'INVALID_ACTION_FEEDBACK', 'SEARCH_TOOL', 'CHATML_TOOLS_TEMPLATE',
-           'TOOL_SYSTEM', 'TOOL_INVALID_MESSAGE', 'open_tag', 'close_tag', 'Search', 'Answer', 'Invalid',
-           'format_action', 'Tag', 'find_tags', 'block_spans', 'hide_blocks', 'block_contents', 'find_actions',
-           'parse_action', 'Demo', 'PromptStyle', 'demo_style', 'get_style', 'information_block',
+           'TOOL_SYSTEM', 'TOOL_INVALID_MESSAGE', 'Demo', 'PromptStyle', 'demo_style', 'get_style', 'information_block',
            'format_observation_message', 'build_messages', 'render_text', 'render_prompt', 'Protocol', 'chat_splice',
            'TagProtocol', 'tool_call_message', 'tool_result_message', 'parse_tool_call', 'parse_tool_action',
            'format_tool_call', 'ToolCallProtocol']
-
-# %% ../nbs/04_protocol.ipynb #e3ee3e50
-THINK, SEARCH, INFORMATION, ANSWER = "think", "search", "information", "answer"
-TOOL_CALL, TOOL_RESPONSE = "tool_call", "tool_response"
-
-def open_tag(name: str) -> str: return f"<{name}>"
-def close_tag(name: str) -> str: return f"</{name}>"
-
-THINK_OPEN, THINK_CLOSE = open_tag(THINK), close_tag(THINK)
-SEARCH_OPEN, SEARCH_CLOSE = open_tag(SEARCH), close_tag(SEARCH)
-INFORMATION_OPEN, INFORMATION_CLOSE = open_tag(INFORMATION), close_tag(INFORMATION)
-ANSWER_OPEN, ANSWER_CLOSE = open_tag(ANSWER), close_tag(ANSWER)
-TOOL_CALL_OPEN, TOOL_CALL_CLOSE = open_tag(TOOL_CALL), close_tag(TOOL_CALL)
-TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE = open_tag(TOOL_RESPONSE), close_tag(TOOL_RESPONSE)
-
-STOP_STRINGS = (SEARCH_CLOSE, ANSWER_CLOSE)  # generation stops right after an action
-
-# %% ../nbs/04_protocol.ipynb #498aebf4
-@dataclass(frozen=True)
-class Search:
-    "The model asks the search engine `query`."
-    query: str
-
-@dataclass(frozen=True)
-class Answer:
-    "The model ends the episode with the final answer `text`."
-    text: str
-
-@dataclass(frozen=True)
-class Invalid:
-    "The turn holds no usable action; `reason` says why (for logs and metrics, not for the model)."
-    reason: str
-
-Action = Union[Search, Answer, Invalid]
-
-# %% ../nbs/04_protocol.ipynb #f725ae4b
-def format_action(action: Search | Answer) -> str:
-    "The text a well-behaved model writes for `action`: `<search> q </search>` or `<answer> a </answer>`."
-    if isinstance(action, Search): return f"{SEARCH_OPEN} {action.query} {SEARCH_CLOSE}"
-    if isinstance(action, Answer): return f"{ANSWER_OPEN} {action.text} {ANSWER_CLOSE}"
-    raise TypeError(f"format_action: expected Search or Answer, got {type(action).__name__}")
-
-# %% ../nbs/04_protocol.ipynb #2af6b082
-PROTOCOL_TAGS = (THINK, SEARCH, INFORMATION, ANSWER, TOOL_CALL, TOOL_RESPONSE)
-_TAG_RE = re.compile(r"<\s*(/\s*)?(" + "|".join(PROTOCOL_TAGS) + r")\s*>", re.IGNORECASE)
-
-@dataclass(frozen=True)
-class Tag:
-    "One protocol tag found in a text: its lower-cased `name`, whether it is `closing`, and its span."
-    name: str
-    closing: bool
-    start: int
-    end: int
-
-def find_tags(text: str, names: Sequence[str] = PROTOCOL_TAGS) -> list[Tag]:
-    "Every opening or closing tag of `names` in `text`, in order; tolerant of case and inner whitespace."
-    names = set(names)
-    tags = (Tag(m.group(2).lower(), m.group(1) is not None, m.start(), m.end()) for m in _TAG_RE.finditer(text))
-    return [t for t in tags if t.name in names]
-
-# %% ../nbs/04_protocol.ipynb #351949ec
-def block_spans(text: str, names: Sequence[str] = (THINK, INFORMATION, TOOL_RESPONSE)) -> list[tuple[int, int]]:
-    "Spans `(start, end)` of the outermost complete blocks of `names` (opening tag through its closing tag)."
-    tags = find_tags(text, names)
-    last_close = {}
-    for t in tags:
-        if t.closing: last_close[t.name] = t.start
-    spans, current = [], None
-    for t in tags:
-        if current is None:
-            if not t.closing and last_close.get(t.name, -1) > t.start: current = t  # it will be closed
-        elif t.closing and t.name == current.name:
-            spans.append((current.start, t.end))
-            current = None
-    return spans
-
-def hide_blocks(text: str, names: Sequence[str] = (THINK, INFORMATION, TOOL_RESPONSE)) -> str:
-    "`text` with every complete block of `names` replaced by one space."
-    parts, pos = [], 0
-    for start, end in block_spans(text, names):
-        parts += [text[pos:start], " "]
-        pos = end
-    return "".join(parts) + text[pos:]
-
-def block_contents(text: str, name: str) -> list[str]:
-    "The inner text of every complete `name` block in `text` (outermost blocks, in order)."
-    spans = block_spans(text, [name])
-    out = []
-    for start, end in spans:
-        inner = find_tags(text[start:end], [name])
-        out.append(text[start + inner[0].end : start + inner[-1].start])
-    return out
-
-# %% ../nbs/04_protocol.ipynb #eb6f5e6b
-def _content_action(kind: str, content: str) -> Action:
-    content = content.strip()
-    if find_tags(content):
-        return Invalid(f"<{kind}> contains another protocol tag")
-    if not content:
-        return Invalid("empty search query" if kind == SEARCH else "empty answer")
-    return Search(content) if kind == SEARCH else Answer(content)
-
-def find_actions(text: str, kinds: Sequence[str] = (SEARCH, ANSWER)) -> Iterator[Action]:
-    "Every complete action in `text`, in the order it completes (think/information blocks hidden)."
-    visible = hide_blocks(text)
-    last_open: dict[str, Tag] = {}
-    for t in find_tags(visible, kinds):
-        if not t.closing:
-            last_open[t.name] = t
-            continue
-        opener = last_open.get(t.name)
-        if opener is None: continue  # a stray closing tag
-        yield _content_action(t.name, visible[opener.end : t.start])
-        last_open.clear()  # openers before a completed action are used up
-
-# %% ../nbs/04_protocol.ipynb #4aa22fbf
-def _why_no_action(text: str) -> str:
-    visible = hide_blocks(text)
-    tags = find_tags(visible, (SEARCH, ANSWER))
-    opened = [t for t in tags if not t.closing]
-    if opened: return f"unclosed <{opened[-1].name}> tag"
-    if tags: return f"</{tags[0].name}> without an opening tag"
-    hidden = find_tags(text, (SEARCH, ANSWER))
-    if hidden: return "action tags only inside <think> or <information>"
-    return "no <search> or <answer> tag"
-
-def parse_action(text: str) -> Action:
-    "Exactly one action for one model turn: the first complete `<search>` or `<answer>`, else `Invalid`."
-    if not isinstance(text, str): return Invalid(f"expected the turn as str, got {type(text).__name__}")
-    for action in find_actions(text): return action
-    return Invalid(_why_no_action(text))
 
 # %% ../nbs/04_protocol.ipynb #feaa6a31
 SEARCH_R1_INSTRUCTION = (

@@ -8,7 +8,6 @@ Docs: https://search-r1-course.github.io/search_r1_course/trainer.html.md"""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib.util
 import json
 import math
@@ -17,14 +16,13 @@ import random
 import resource
 import sys
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
 from transformers import TrainerCallback
-import trl.trainer.grpo_trainer as trl_grpo
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
@@ -37,15 +35,17 @@ from .reward import CORRECT_BY_TYPE, TRL_REWARD_WEIGHTS, RewardConfig, trl_rewar
 from .rollout import RolloutEngine, degenerate_group_rate, make_protocol, make_rollout_func, render_trajectory, rollout_config, search_config
 from .search import make_search_tool
 from .warmstart import ReleaseMemory, compact_lm_head_on_cpu
-from .vllm_generator import VLLMGenerator, guard_kernel_scan, push_weights
+from .vllm_generator import VLLMGenerator, guard_kernel_scan
+# the engine room of the update (10c_fast_update); its names also keep their old address here
+from .fast_update import (COMPLETION_KEYS, SPLIT_FREE_LOSSES, FastUpdate, by_length, colocated_engine_options,
+                                          reload_weights_sync, skip_tool_tokens_in_head, trim_padding)
 
 # %% auto #0
-__all__ = ['PRESETS', 'METRIC_ALIASES', 'COMPLETION_KEYS', 'SPLIT_FREE_LOSSES', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL',
-           'TrainConfig', 'get_preset', 'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config',
-           'lora_config', 'training_processes', 'process_device', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb',
-           'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder', 'reload_weights_sync', 'colocated_engine_options',
-           'skip_tool_tokens_in_head', 'trim_padding', 'by_length', 'build_engine', 'build_trainer',
-           'latest_checkpoint', 'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
+__all__ = ['PRESETS', 'METRIC_ALIASES', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL', 'TrainConfig', 'get_preset',
+           'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config', 'lora_config', 'training_processes',
+           'process_device', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger',
+           'RolloutRecorder', 'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train',
+           'read_metrics', 'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 @dataclass
@@ -172,11 +172,8 @@ def peak_rss_gb() -> float:
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return kb / (1 << 30) if sys.platform == "darwin" else kb / (1 << 20)
 
-class SearchR1GRPOTrainer(GRPOTrainer):
-    "TRL's `GRPOTrainer` with a resumable data order and the course's metric names."
-    skip_tool_tokens = True   # the loss's LM head skips observation tokens (see "Scoring only what the loss reads")
-    trim_micro_batches = True # each micro-batch loses its all-padding columns first (`trim_padding`)
-    sort_micro_batches = True # micro-batches of similar lengths (`by_length`) where the loss does not depend on the split
+class SearchR1GRPOTrainer(FastUpdate, GRPOTrainer):
+    "TRL's `GRPOTrainer` with a resumable data order, the course's metric names and the CPU cuts of `FastUpdate`."
     def _get_train_sampler(self, dataset=None):
         dataset = self.train_dataset if dataset is None else dataset
         return EpochRepeatSampler(data_source=dataset, mini_repeat_count=self.num_generations,
@@ -207,24 +204,6 @@ class SearchR1GRPOTrainer(GRPOTrainer):
             self._metrics["train"]["rollout/degenerate_group_rate"].append(
                 degenerate_group_rate(total.tolist(), self.num_generations))
         return rewards_per_func
-
-    def _prepare_inputs(self, generation_batch):
-        # TRL shuffles the generation batch before cutting it into micro-batches; ordered by length instead, each
-        # micro-batch pads to a length close to its own rows' (see "Micro-batches of similar lengths")
-        split_free = self.loss_type in SPLIT_FREE_LOSSES and self.top_entropy_quantile == 1.0   # no per-micro-batch entropy mask
-        if not (self.sort_micro_batches and self.model.training and split_free):
-            return super()._prepare_inputs(generation_batch)
-        shuffle, trl_grpo.shuffle_sequence_dict = trl_grpo.shuffle_sequence_dict, by_length
-        try: return super()._prepare_inputs(generation_batch)
-        finally: trl_grpo.shuffle_sequence_dict = shuffle
-
-    def _compute_loss(self, model, inputs):
-        # the tokens the loss reads, for `skip_tool_tokens_in_head`; without old log-probs TRL's ratio is 1 on every token
-        if self.trim_micro_batches: inputs = trim_padding(inputs)
-        if self.skip_tool_tokens and "tool_mask" in inputs and inputs.get("old_per_token_logps") is None:
-            self._scored_tokens = inputs["completion_mask"] * inputs["tool_mask"]
-        try: return super()._compute_loss(model, inputs)
-        finally: self._scored_tokens = None
 
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
         self._train_t0, self._resumed_step = time.perf_counter(), 0
@@ -285,70 +264,6 @@ class RolloutRecorder:
         return out
 
     def _text(self, t) -> str: return t.text if self.tokenizer is None else render_trajectory(t, self.tokenizer)
-
-# %% ../nbs/11_trainer.ipynb #ad6f5420
-def reload_weights_sync(vllm_generation) -> None:
-    "Make TRL's colocated vLLM engine take the policy's weights through vLLM's public `reload_weights` (`push_weights`)."
-    if vllm_generation.mode != "colocate":
-        raise ValueError(f"reload_weights_sync: TRL's server mode pushes weights itself (over NCCL); got mode {vllm_generation.mode!r}")
-    def sync_weights():
-        # TRL's merged parameters, under the base model's names (LoRA merged while read, then unmerged)
-        vllm_generation.synced += push_weights(vllm_generation.llm, vllm_generation._iter_named_params()) > 0
-    vllm_generation.synced = 0   # how many syncs ran
-    vllm_generation.sync_weights = sync_weights
-
-@contextmanager
-def colocated_engine_options(**options):
-    "Extra `vllm.LLM` options for the engine TRL starts inside `GRPOTrainer.__init__` (its config has no field for them)."
-    import trl.generation.vllm_generation as tv
-    start = getattr(tv, "LLM", None)   # absent without vLLM: TRL then raises its own ImportError
-    if start is None: yield; return
-    tv.LLM = lambda *args, **kwargs: start(*args, **{**kwargs, **options})
-    try: yield
-    finally: tv.LLM = start
-
-# %% ../nbs/11_trainer.ipynb #9fb0f64e
-def skip_tool_tokens_in_head(trainer) -> None:
-    "Inside the loss, make `trainer`'s fused LM head score only the completion tokens the policy wrote (not observations)."
-    model = trainer.model.get_base_model() if hasattr(trainer.model, "get_base_model") else trainer.model
-    fused = model.forward   # TRL's fused-head forward (`add_fused_lm_head`), an attribute of the model
-    @functools.wraps(fused)   # the model's signature: `generate` reads from it which inputs (mask, positions) to pass
-    def forward(*args, labels=None, fused_lm_head=False, **kwargs):
-        scored = getattr(trainer, "_scored_tokens", None)
-        if fused_lm_head and scored is not None and labels is not None and labels.shape[0] == scored.shape[0]:
-            n = scored.shape[1]   # the completion is the last n positions of each row
-            labels = torch.cat([labels[:, :-n], labels[:, -n:].masked_fill(scored == 0, -100)], dim=1)
-        return fused(*args, labels=labels, fused_lm_head=fused_lm_head, **kwargs)
-    model.forward = forward
-
-# %% ../nbs/11_trainer.ipynb #d523cc02
-COMPLETION_KEYS = ("completion_ids", "completion_mask", "tool_mask", "old_per_token_logps", "ref_per_token_logps",
-                   "sampling_per_token_logps", "importance_sampling_ratio")   # TRL's per-completion-token tensors
-
-def trim_padding(inputs: dict) -> dict:
-    "A TRL micro-batch without the columns that are padding in every row (left of the prompts, right of the completions)."
-    if any(k in inputs for k in ("pixel_values", "token_type_ids", "mm_token_type_ids")): return inputs   # positions tied to images
-    prompt_used, completion_used = inputs["prompt_mask"].any(0).nonzero(), inputs["completion_mask"].any(0).nonzero()
-    start = int(prompt_used[0]) if len(prompt_used) else 0
-    end = int(completion_used[-1]) + 1 if len(completion_used) else 1
-    width = inputs["completion_ids"].shape[1]
-    out = dict(inputs, prompt_ids=inputs["prompt_ids"][:, start:], prompt_mask=inputs["prompt_mask"][:, start:])
-    for k in COMPLETION_KEYS:
-        v = out.get(k)
-        if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape[1] == width: out[k] = v[:, :end]
-    return out
-
-# TRL's losses that sum over the whole generation batch (or average equal-sized micro-batches): how the step's
-# trajectories are cut into micro-batches does not change them
-SPLIT_FREE_LOSSES = ("grpo", "dr_grpo", "dapo", "cispo")
-
-def by_length(batch: dict) -> dict:
-    "TRL's generation batch with its rows ordered by length (prompt + completion tokens), shortest first."
-    order = torch.argsort(batch["prompt_mask"].sum(1) + batch["completion_mask"].sum(1), stable=True)
-    def take(v):
-        if v is None or (isinstance(v, torch.Tensor) and v.ndim == 0): return v
-        return v[order] if isinstance(v, torch.Tensor) else [v[i] for i in order.tolist()]
-    return {k: take(v) for k, v in batch.items()}
 
 # %% ../nbs/11_trainer.ipynb #bdff8d55
 def build_engine(model, tokenizer, config: TrainConfig, tool=None) -> RolloutEngine:

@@ -7,7 +7,10 @@ Docs: https://search-r1-course.github.io/search_r1_course/text.html.md"""
 # %% auto #0
 __all__ = ['ONSETS', 'MEDIAL', 'VOWELS', 'FIRST_CODA', 'FINAL_CODA', 'COUNTRY_ENDINGS', 'CITY_ENDINGS', 'SURNAME_ENDINGS',
            'BLOCKLIST', 'ENGLISH_ENDINGS', 'ETYPES', 'OCCUPATIONS', 'ORG_KINDS', 'WORK_KINDS', 'GENERIC_NAME_WORDS',
-           'PASSAGE_TEMPLATES', 'SENTENCE_FACTS', 'ONE_HOP', 'TWO_HOP', 'COMPARISON']
+           'PASSAGE_TEMPLATES', 'SENTENCE_FACTS', 'ONE_HOP', 'TWO_HOP', 'COMPARISON', 'spell', 'NameMaker']
+
+# %% ../nbs/00_text.ipynb #62ee9147
+import random, re
 
 # %% ../nbs/00_text.ipynb #5c0e1319
 ONSETS = "b d f g h k l m n p r s t v z b d k l m n r s t v br dr gr kr tr st th sk fr".split()
@@ -77,6 +80,54 @@ russell sensor serra skyla skylar taken tremor tristan vassal vendor versus
 """.split())
 # Real countries, regions, cities, given names and English words that the syllable grammar below could spell.
 ENGLISH_ENDINGS = ("e", "y", "es", "ed", "er", "ing", "ly", "ness", "ment", "ton", "son")
+
+# %% ../nbs/00_text.ipynb #0b80d148
+def spell(rng: random.Random, syllables: int = 2) -> str:
+    "One invented, pronounceable word: consonant-vowel syllables, a closing consonant only where it reads well."
+    w = (rng.choice(ONSETS) if rng.random() < 0.85 else "") + rng.choice(VOWELS)
+    if syllables > 1: w += rng.choice(FIRST_CODA)
+    for _ in range(syllables - 1):
+        onset = rng.choice(MEDIAL)
+        if w[-1] not in "aeiouy" and len(onset) > 1 and onset != "th": onset = onset[0]
+        w += onset + rng.choice(VOWELS)
+    w += rng.choice(FINAL_CODA)
+    w = re.sub(r"([^aeiouy])\1([^aeiouy])", r"\1\2", w)  # no doubled consonant before another consonant
+    w = re.sub(r"(.)\1\1", r"\1\1", w)                     # never three letters alike
+    return w.capitalize()
+
+# %% ../nbs/00_text.ipynb #ab2b8c0c
+class NameMaker:
+    "Hands out invented words, each at most once, never a blocked or English-looking one."
+    def __init__(self, rng: random.Random, blocked: frozenset = BLOCKLIST):
+        self.rng, self.blocked, self.used = rng, blocked, set()
+
+    def ok(self, word: str) -> bool:
+        "Unused, not blocked, and not ending like an English word."
+        low = word.lower()
+        return low not in self.used and low not in self.blocked and not low.endswith(ENGLISH_ENDINGS)
+
+    def take(self, word: str) -> str:
+        self.used.add(word.lower())
+        return word
+
+    def word(self, syllables: int = 2, endings=("",), min_len: int = 6, max_len: int = 10) -> str:
+        "A fresh word, optionally with one of `endings` (a vowel ending replaces final vowels: Kale + ia -> Kalia)."
+        for _ in range(10_000):
+            w, end = spell(self.rng, syllables), self.rng.choice(endings)
+            if end and end[0] in "aeiou": w = w.rstrip("aeiouy")
+            w = (w + end).capitalize()
+            if min_len <= len(w) <= max_len and self.ok(w): return self.take(w)
+        raise RuntimeError("NameMaker ran out of fresh words: the grammar is too small for the sizes asked for")
+
+    def twin(self, word: str) -> str | None:
+        "A fresh near-duplicate of `word`: one vowel after the first letter changed (Tessin -> Tessan), or None."
+        spots = [i for i, c in enumerate(word) if i > 0 and c in "aeiou"]
+        self.rng.shuffle(spots)
+        for i in spots:
+            for v in self.rng.sample("aeiou", 5):
+                cand = word[:i] + v + word[i + 1:]
+                if v != word[i] and self.ok(cand): return self.take(cand)
+        return None
 
 # %% ../nbs/00_text.ipynb #87d56e1b
 ETYPES = ("country", "city", "person", "organisation", "work", "mountain", "river")

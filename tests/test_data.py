@@ -171,7 +171,7 @@ def test_export_world_is_byte_identical_and_loads_back(tmp_path):
 def test_shipped_world_equals_a_fresh_export(tmp_path):
     from search_r1_course.world import WorldConfig, build_world
     shipped = Path(data.__file__).resolve().parent.parent/"data"/"world"
-    assert all((shipped/f).is_file() for f in data.WORLD_FILES), "data/world is missing: run the export cell of nbs/01_data.ipynb"
+    assert all((shipped/f).is_file() for f in data.WORLD_FILES), "data/world is missing: run the export cell of nbs/01b_data.ipynb"
     fresh = data.export_world(build_world(WorldConfig.default()), tmp_path)
     assert (shipped/"corpus.jsonl").read_bytes() == fresh["corpus"].read_bytes()
     for split in ("train", "dev", "test"):
@@ -231,7 +231,7 @@ def test_a_world_folder_from_before_dev(tmp_path, monkeypatch):
     assert data.world_dir() == old
     assert data.load_named("world", "test") == data.load_world("test", old)
     for load in (lambda: data.load_world("dev"), lambda: data.load_named("world", "dev")):
-        with pytest.raises(FileNotFoundError, match="nbs/01_data.ipynb"): load()
+        with pytest.raises(FileNotFoundError, match="nbs/01b_data.ipynb"): load()
 
 
 def test_world_cache_key_covers_the_export_layout(tmp_path, monkeypatch):

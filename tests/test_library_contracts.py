@@ -8,7 +8,7 @@ invalidated, metrics that silently stop being logged, a data order that no longe
 | peft's tuner layers: `_disable_adapters`, `_active_adapter`, `merged_adapters` | `generate._weights_state`: adapters switched on or off, or merged |
 | transformers' `DynamicCache(config=...)` builds `DynamicLayer`s; `DynamicLayer.lazy_initialization`, `update`, `batch_select_indices`, `keys`/`values`/`is_initialized`; `PreTrainedModel._supports_logits_to_keep` | `generate`: the prefix cache and `_GrowingLayer` |
 | TRL's `GRPOTrainer._get_train_sampler`, `log`, `_metrics`, `_log_metric`; `RepeatSampler`'s constructor and its `shuffle`/`seed`/`generator` | `trainer.SearchR1GRPOTrainer`, `trainer.EpochRepeatSampler`, `rollout.make_rollout_func`, `trainer.RolloutRecorder` |
-| TRL's `VLLMGeneration._iter_named_params` | `trainer.reload_weights_sync` |
+| TRL's `VLLMGeneration._iter_named_params` | `fast_update.reload_weights_sync` |
 | TRL's fused LM head asks `trl.trainer.utils._use_triton(device)` once, only to decide whether to score the labelled positions alone | `warmstart.compact_lm_head_on_cpu` |
 """
 import inspect
@@ -120,7 +120,7 @@ def test_grpo_trainer_methods_the_course_overrides_or_calls():
     assert params(GRPOTrainer.log) == ["self", "logs", "start_time"]
     assert params(GRPOTrainer._log_metric) == ["self", "name", "value"]
     assert params(GRPOTrainer.train)[:2] == ["self", "resume_from_checkpoint"]
-    # `SearchR1GRPOTrainer._prepare_inputs` swaps this module global for `by_length` while TRL cuts the batch
+    # `FastUpdate._prepare_inputs` (10c_fast_update) swaps this module global for `by_length` while TRL cuts the batch
     import trl.trainer.grpo_trainer as grpo
     assert params(GRPOTrainer._prepare_inputs) == ["self", "generation_batch"]
     source = inspect.getsource(GRPOTrainer._prepare_inputs)
