@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from .config import PolicyArgs, RolloutArgs, SearchArgs, derive, opt
 from .data import EVAL_SOURCES, SPLITS, QASample, load_named, own_split, sample_per_source, source_mapping
-from .generate import TransformersGenerator
+from .fast_generate import TransformersGenerator
 from .protocol import ToolCallProtocol
 from .reward import RewardConfig, compute_reward, f1_score
 from .rollout import STATUSES, RolloutEngine, Trajectory, make_protocol, render_trajectory, rollout_config, search_config
