@@ -43,7 +43,7 @@ import tempfile  # noqa: E402
 import dataclasses  # noqa: E402
 
 from search_r1_course.experiment import ExperimentConfig, grpo_config  # noqa: E402
-from search_r1_course.generate import contiguous_head_input  # noqa: E402
+from search_r1_course.fast_generate import contiguous_head_input  # noqa: E402
 from search_r1_course.trainer import build_trainer, compact_lm_head_on_cpu, get_preset, peak_rss_gb, read_metrics  # noqa: E402
 
 TARGET_S = 10.0

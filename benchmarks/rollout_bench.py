@@ -47,7 +47,7 @@ import time  # noqa: E402
 import torch  # noqa: E402
 
 from search_r1_course.data import load_world  # noqa: E402
-from search_r1_course.generate import TransformersGenerator  # noqa: E402
+from search_r1_course.fast_generate import TransformersGenerator  # noqa: E402
 from search_r1_course.policy import describe_policy, load_policy  # noqa: E402
 from search_r1_course.protocol import TagProtocol  # noqa: E402
 from search_r1_course.rollout import RolloutConfig, RolloutEngine  # noqa: E402

@@ -58,7 +58,7 @@ def set_threads(n: int):
 
 def rollout(args) -> dict:
     from search_r1_course.data import load_world
-    from search_r1_course.generate import TransformersGenerator
+    from search_r1_course.fast_generate import TransformersGenerator
     from search_r1_course.policy import load_policy, packaged_model_dir
     from search_r1_course.protocol import TagProtocol
     from search_r1_course.rollout import RolloutConfig, RolloutEngine

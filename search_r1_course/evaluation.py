@@ -19,20 +19,21 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
+from .compare import (BUDGETS, COMPARED, _RECORD_KEYS, _paired, _questions, _section_differences, _short_model,
+                                      _source_groups, _value, interval_text, markdown_table, setup_of, text_table)
 from .config import PolicyArgs, RolloutArgs, SearchArgs, derive, opt
 from .data import EVAL_SOURCES, SPLITS, QASample, load_named, own_split, sample_per_source, source_mapping
-from .generate import TransformersGenerator
+from .fast_generate import TransformersGenerator
 from .protocol import ToolCallProtocol
 from .reward import RewardConfig, compute_reward, f1_score
 from .rollout import STATUSES, RolloutEngine, Trajectory, make_protocol, render_trajectory, rollout_config, search_config
 from .search import EMPTY_QUERY, NOT_TEXT_QUERY, TIMEOUT, make_search_tool, search_failed
 
 # %% auto #0
-__all__ = ['DATA_HELP', 'GROUP_KEYS', 'GROUP_METRICS', 'BUDGETS', 'COMPARED', 'EvalConfig', 'load_eval_samples',
-           'make_eval_engine', 'response_text', 'search_faults', 'grade', 'group_metrics', 'breakdowns', 'summarize',
-           'EvalResult', 'corpus_fingerprint', 'search_setup', 'eval_setup', 'evaluate_policy', 'compare_results',
-           'markdown_table', 'paired_difference', 'interval_text', 'paired_table', 'setup_of', 'differences',
-           'side_by_side', 'runs_table', 'text_table']
+__all__ = ['DATA_HELP', 'GROUP_KEYS', 'GROUP_METRICS', 'EvalConfig', 'load_eval_samples', 'make_eval_engine', 'response_text',
+           'search_faults', 'grade', 'group_metrics', 'breakdowns', 'summarize', 'EvalResult', 'corpus_fingerprint',
+           'search_setup', 'eval_setup', 'evaluate_policy', 'compare_results', 'paired_difference', 'paired_table',
+           'differences', 'side_by_side', 'runs_table']
 
 # %% ../nbs/12_eval.ipynb #fcaa4b75
 DATA_HELP = ("'world' (the shipped fictional world), 'search_r1' (PeterJinGo/nq_hotpotqa_train from the local Hugging Face "
@@ -229,8 +230,6 @@ class EvalResult:
         return "\n\n".join(out)
 
 # %% ../nbs/12_eval.ipynb #9849437f
-BUDGETS = ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens")
-
 def corpus_fingerprint(passages: Sequence, k: int = 4096) -> str:
     "A short hash of a corpus: its size and up to `k` evenly spaced passages (id, title, text)."
     n = len(passages)
@@ -333,10 +332,6 @@ def _as_result(r) -> EvalResult:
     if isinstance(r, dict) and "metrics" in r: return EvalResult(r["metrics"], r.get("records", []))
     raise TypeError(f"expected an EvalResult, a path to one, or its dict; got {type(r).__name__}")
 
-def _source_groups(metrics: dict) -> list[str]:
-    "The data sources a metrics dict reports EM for (not the macro/micro means, not the `hops=`/`qtype=` groups)."
-    return sorted({k[3:] for k in metrics if k.startswith("em/") and k[3:] not in ("macro", "micro") and "=" not in k})
-
 def compare_results(results: dict[str, Any], metric: str = "em"):
     "A DataFrame with one row per source plus 'macro', one column per named result (and 'delta' for two)."
     import pandas as pd
@@ -347,34 +342,6 @@ def compare_results(results: dict[str, Any], metric: str = "em"):
     if len(res) == 2: df["delta"] = df.iloc[:, 1] - df.iloc[:, 0]
     df.index.name = "source"
     return df
-
-def markdown_table(df, floatfmt: str = ".3f") -> str:
-    "A GitHub-flavoured markdown table of a DataFrame (index as the first column); missing values are left empty."
-    def cell(v):
-        if v is None: return ""
-        if isinstance(v, float): return "" if v != v else format(v, floatfmt)
-        return str(v)
-    head = [str(df.index.name or "")] + [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(df.columns)) + "|"]
-    lines += ["| " + " | ".join([str(i)] + [cell(v) for v in row]) + " |" for i, row in zip(df.index, df.itertuples(index=False))]
-    return "\n".join(lines)
-
-# %% ../nbs/12_eval.ipynb #96f932a3
-_RECORD_KEYS = {"em": "correct", "f1": "f1", "searches": "searches"}   # a metric, and the record field that holds it
-
-def _paired(before: EvalResult, after: EvalResult, key: str) -> dict[str, tuple[list[float], list[float]]]:
-    "Per data source, `key` of the questions both results answered, in the same order."
-    if not before.records or not after.records:
-        raise ValueError("paired_difference: both results need their per-question records (an EvalResult saved with them)")
-    b = {(r["data_source"], str(r["id"])): r for r in after.records}
-    out: dict[str, tuple[list[float], list[float]]] = {}
-    for r in before.records:
-        other = b.get((r["data_source"], str(r["id"])))
-        if other is None: continue
-        x, y = out.setdefault(r["data_source"], ([], []))
-        x.append(float(r[key])); y.append(float(other[key]))
-    if not out: raise ValueError("paired_difference: the two results share no question (same data source and id)")
-    return dict(sorted(out.items()))
 
 # %% ../nbs/12_eval.ipynb #0f1193a7
 def paired_difference(before, after, metric: str = "em", n_boot: int = 2000, seed: int = 0, level: float = 0.95):
@@ -399,11 +366,6 @@ def paired_difference(before, after, metric: str = "em", n_boot: int = 2000, see
     df.index.name = "source"
     return df
 
-def interval_text(row, scale: float = 100.0, digits: int = 1) -> str:
-    "A row of `paired_difference` as text: the change and its interval, in points (EM x 100) by default."
-    f = lambda v: f"{round(scale * v, digits) + 0.0:+.{digits}f}"
-    return f"{f(row['delta'])} [{f(row['low'])}, {f(row['high'])}]"
-
 def paired_table(results: dict[str, Any], metric: str = "em", **kwargs):
     "Each run against the first: the change per data source and macro with its paired interval (EM and F1 in points)."
     import pandas as pd
@@ -419,28 +381,6 @@ def paired_table(results: dict[str, Any], metric: str = "em", **kwargs):
     return df
 
 # %% ../nbs/12_eval.ipynb #44fbc8e9
-COMPARED = ("search", "budgets")   # the setup sections that must be equal for two runs' numbers to compare
-
-def setup_of(result: EvalResult) -> dict:
-    "The setup recorded with `result`; for a result saved before setups were recorded, what its config says."
-    if result.setup: return result.setup
-    c = result.config
-    if not c: return {"model": result.model}
-    search = {"retriever": c.get("retriever"), "topk": c.get("topk")}
-    if c.get("retriever") in ("bm25", "dense"): search["corpus"] = c.get("corpus_path") or "world"
-    return {"model": result.model, "protocol": c.get("protocol", "tag"), "prompt_style": c.get("prompt_style"),
-            "search": search, "budgets": {k: c[k] for k in BUDGETS if k in c}}
-
-def _questions(result: EvalResult) -> set[tuple[str, str]] | None:
-    if result.records: return {(r["data_source"], str(r["id"])) for r in result.records}
-    qs = setup_of(result).get("questions")
-    return {(s, str(i)) for s, ids in qs.items() for i in ids} if qs else None
-
-def _section_differences(a: dict, b: dict, section: str, first: str, name: str) -> list[str]:
-    same_corpus_check = "fingerprint" in a and "fingerprint" in b   # then the corpus's name (its path) may differ
-    keys = [k for k in a if k in b and not (k == "corpus" and same_corpus_check)]
-    return [f"{section} {k}: {a[k]!r} in {first}, {b[k]!r} in {name}" for k in keys if a[k] != b[k]]
-
 def differences(results: dict[str, Any]) -> list[str]:
     "What keeps the runs' numbers from comparing, against the first run: search configuration, budgets, question set."
     res = {name: _as_result(r) for name, r in results.items()}
@@ -461,10 +401,6 @@ def differences(results: dict[str, Any]) -> list[str]:
     return out
 
 # %% ../nbs/12_eval.ipynb #9ba40218
-def _value(metrics: dict, metric: str, group: str):
-    if metric == "n" and group == "macro": return metrics.get("n")
-    return metrics.get(f"{metric}/{group}")
-
 def side_by_side(results: dict[str, Any], metrics: Sequence[str] = ("em", "f1", "format", "searches")):
     "One row per source, the macro mean and each hop count / type; per metric one column per run (and 'delta' for two)."
     import pandas as pd
@@ -484,10 +420,6 @@ def side_by_side(results: dict[str, Any], metrics: Sequence[str] = ("em", "f1", 
     df.index.name = "group"
     return df
 
-def _short_model(name: str) -> str:
-    "A model's name for a table: a hub id or relative path as it is, an absolute path by its last two parts."
-    return str(Path(*Path(name).parts[-2:])) if os.path.isabs(name) else name
-
 def runs_table(results: dict[str, Any]):
     "What each run is: model, prompt style, protocol, retriever, topk, questions."
     import pandas as pd
@@ -500,8 +432,3 @@ def runs_table(results: dict[str, Any]):
     df = pd.DataFrame(rows, dtype=object).T
     df.index.name = "run"
     return df
-
-def text_table(df, floatfmt: str = ".3f") -> str:
-    "A DataFrame as aligned plain text for a terminal: floats with `floatfmt`, missing values as '-'."
-    cell = lambda v: "-" if v is None or (isinstance(v, float) and v != v) else format(v, floatfmt) if isinstance(v, float) else str(v)
-    return df.map(cell).to_string()

@@ -1,4 +1,4 @@
-"""The small interface through which the rollout samples from the policy (token ids in; sampled ids, their log-probs and why they ended out) and its transformers implementation, tested against a plain forward pass.
+"""The small interface through which the rollout samples from the policy (token ids in; sampled ids, their log-probs and why they ended out) and a plain transformers implementation read in one sitting, tested against a plain forward pass.
 
 Docs: https://search-r1-course.github.io/search_r1_course/generate.html.md"""
 
@@ -12,18 +12,12 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
 import torch
-from transformers import AttentionInterface, DynamicCache, GenerationConfig, LogitsProcessor
-from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
-from transformers.cache_utils import DynamicLayer
+from transformers import GenerationConfig, LogitsProcessor
 from transformers.generation.stopping_criteria import StopStringCriteria
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 # %% auto #0
-__all__ = ['DECODE_QUERY_MAX', 'PREFILL_OVERHEAD', 'SamplingParams', 'GenerationOutput', 'Generator', 'left_pad',
-           'common_prefix_len', 'middle_pad', 'find_stop', 'trim_completion', 'PrefixCache', 'RowCache',
-           'decode_attention', 'use_decode_attention', 'prefill_groups', 'MergedLoRA', 'contiguous_head_input',
-           'TransformersGenerator', 'completion_logprobs']
+__all__ = ['SamplingParams', 'GenerationOutput', 'Generator', 'left_pad', 'find_stop', 'trim_completion', 'PlainGenerator',
+           'completion_logprobs']
 
 # %% ../nbs/06_generate.ipynb #239d73d2
 @dataclass
@@ -80,29 +74,6 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device=None) -> tupl
         mask[i, n-len(p):] = 1
     return ids.to(device), mask.to(device)
 
-# %% ../nbs/06_generate.ipynb #39991ef0
-def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
-    "Length of the longest prefix that all `seqs` share."
-    if not seqs: return 0
-    first, n = seqs[0], min(len(s) for s in seqs)
-    for s in seqs[1:]:
-        i = 0
-        while i < n and s[i] == first[i]: i += 1
-        n = i
-    return n
-
-def middle_pad(prompts: Sequence[Sequence[int]], prefix_len: int, pad_id: int,
-               device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    "`(input_ids, attention_mask)` laid out as `[shared prefix][padding][suffix]`: the first `prefix_len` tokens line up."
-    if not 0 <= prefix_len < min(len(p) for p in prompts):
-        raise ValueError(f"prefix_len must leave every prompt at least one token of its own: got {prefix_len} "
-                         f"for prompts of lengths {sorted({len(p) for p in prompts})}")
-    if common_prefix_len(prompts) < prefix_len:
-        raise ValueError(f"the prompts share only {common_prefix_len(prompts)} leading tokens, not {prefix_len}")
-    ids, mask = left_pad([p[prefix_len:] for p in prompts], pad_id)
-    prefix = torch.as_tensor(list(prompts[0][:prefix_len]), dtype=torch.long).expand(len(prompts), -1)
-    return torch.cat([prefix, ids], 1).to(device), torch.cat([torch.ones_like(prefix), mask], 1).to(device)
-
 # %% ../nbs/06_generate.ipynb #c1366790
 def find_stop(tokenizer, ids: Sequence[int], stop_strings: Sequence[str]) -> tuple[int, str] | None:
     "`(k, s)`: the fewest leading tokens `ids[:k]` whose text contains a stop string, and the one (`s`) that ends first."
@@ -148,282 +119,6 @@ class _LogprobRecorder(LogitsProcessor):
         self.prev = None
         return torch.stack(self.steps, dim=1)
 
-# %% ../nbs/06_generate.ipynb #29e91c51
-class _CDFSampler(LogitsProcessor):
-    "Draw each row's next token from the warped distribution by inverting its cumulative sum; return scores whose arg-max is it."
-    def __init__(self, params: SamplingParams):
-        self.warpers = [TemperatureLogitsWarper(params.temperature)]
-        if params.top_k: self.warpers.append(TopKLogitsWarper(params.top_k))
-        if params.top_p < 1: self.warpers.append(TopPLogitsWarper(params.top_p))
-
-    def __call__(self, input_ids, scores):
-        for warp in self.warpers: scores = warp(input_ids, scores)
-        p = torch.softmax(scores.float(), dim=-1)
-        cdf = p.double().cumsum(-1)
-        total = cdf[:, -1:]
-        u = torch.rand(len(p), 1, dtype=cdf.dtype, device=cdf.device) * total
-        u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))   # below the total even when rounded up
-        pick = torch.searchsorted(cdf, u, right=True)   # the first token whose cumulative sum passes u: p > 0
-        return torch.full_like(scores, float("-inf")).scatter_(-1, pick, 0.0)
-
-# %% ../nbs/06_generate.ipynb #b8916deb
-def _weights_state(model) -> tuple:
-    "Changes when the weights may have: another model, a parameter replaced or changed, adapters toggled or merged."
-    params = [p.detach() for p in model.parameters()]
-    where = tuple((p.data_ptr(), p._version) for p in params)
-    probe = tuple(torch.stack([p.reshape(-1)[:64].sum(dtype=torch.float64) for p in params]).tolist()) if params else ()
-    adapters = tuple((m._disable_adapters, str(m._active_adapter), tuple(m.merged_adapters))
-                     for m in model.modules() if hasattr(type(m), "merged_adapters"))  # peft's tuner layers
-    return id(model), where, probe, adapters
-
-def _last_logit_only(model) -> dict:
-    "Forward-pass options that skip the LM head on all but the last position, where the model takes them."
-    return {"logits_to_keep": 1} if getattr(model, "_supports_logits_to_keep", lambda: False)() else {}
-
-class PrefixCache:
-    "Keys and values (batch 1) of the last few prompt prefixes, reused while the model's weights stay as they were."
-    def __init__(self, size: int = 2):
-        self.size, self.entries, self.state = size, [], None  # entries: (tokens, [(keys, values) per layer]), newest last
-        self.reused = self.computed = 0  # prefix tokens taken from the store / run through the model
-
-    def clear(self): self.entries, self.state = [], None
-
-    @torch.no_grad()
-    def get(self, model, tokens: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
-        "`[(keys, values)]` per layer for `tokens` (one row), or None where the model's cache is not a plain one."
-        state = _weights_state(model)
-        if state != self.state: self.entries, self.state = [], state
-        tokens = tuple(tokens)
-        best, n = None, 0
-        for entry in self.entries:
-            k = common_prefix_len([entry[0], tokens])
-            if k > n: best, n = entry, k
-        if best is not None and n == len(tokens):
-            self.entries.remove(best); self.entries.append(best)
-            self.reused += n
-            return [(k[:, :, :n], v[:, :, :n]) for k, v in best[1]]
-        cache = DynamicCache(config=model.config)
-        if not all(type(layer) is DynamicLayer for layer in cache.layers): return None
-        for i, (k, v) in enumerate(best[1] if best is not None else []): cache.update(k[:, :, :n], v[:, :, :n], i)
-        device = next(model.parameters()).device
-        extra = _last_logit_only(model)
-        model(input_ids=torch.tensor([tokens[n:]], device=device), use_cache=True, cache=cache,
-              position_ids=torch.arange(n, len(tokens), device=device)[None], **extra)
-        if not all(type(layer) is DynamicLayer for layer in cache.layers): return None
-        kv = [(layer.keys, layer.values) for layer in cache.layers]
-        self.reused, self.computed = self.reused + n, self.computed + len(tokens) - n
-        # a stored prefix of the new one is now redundant
-        self.entries = [e for e in self.entries if tokens[:len(e[0])] != e[0]][-(self.size - 1):] if self.size > 1 else []
-        self.entries.append((tokens, kv))
-        return kv
-
-# %% ../nbs/06_generate.ipynb #74bb60d9
-class _GrowingLayer(DynamicLayer):
-    "A `DynamicLayer` that writes new keys and values into spare room (doubling it when full) instead of concatenating."
-    def __init__(self, capacity: int = 0, **kwargs):
-        super().__init__(**kwargs)
-        self.capacity, self._view = capacity, None
-
-    def _own(self):
-        "Take over `keys`/`values` set from outside (first use, or a parent method that replaced them)."
-        if self._view is not self.keys:
-            self._k = self._v = None
-            self._n = self.keys.shape[-2] if self.keys.numel() else 0
-
-    def _publish(self):
-        self.keys, self.values = self._k[:, :, :self._n], self._v[:, :, :self._n]
-        self._view = self.keys
-
-    def update(self, key_states, value_states, *args, **kwargs):
-        if not self.is_initialized: self.lazy_initialization(key_states, value_states)
-        self._own()
-        n, add = self._n, key_states.shape[-2]
-        if self._k is None or n + add > self._k.shape[-2]:
-            b, h, _, d = key_states.shape
-            room = max(self.capacity, 2 * (n + add))
-            k, v = key_states.new_empty(b, h, room, d), value_states.new_empty(b, h, room, value_states.shape[-1])
-            if n: k[:, :, :n], v[:, :, :n] = self.keys, self.values
-            self._k, self._v = k, v
-        self._k[:, :, n:n + add], self._v[:, :, n:n + add] = key_states, value_states
-        self._n = n + add
-        self._publish()
-        return self.keys, self.values
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        "Keep only the rows `indices`, with their spare room."
-        if not self.is_initialized: return
-        self._own()
-        if self._k is None: return super().batch_select_indices(indices)
-        self._k, self._v = self._k[indices], self._v[indices]
-        self._publish()
-
-def _new_cache(config, capacity: int, kv=None, batch: int = 1) -> DynamicCache | None:
-    "A cache of `_GrowingLayer`s, holding the one-row `kv` for each of `batch` rows; None if the model needs another kind."
-    cache = DynamicCache(config=config)
-    if not cache.layers or not all(type(layer) is DynamicLayer for layer in cache.layers): return None
-    cache.layers = [_GrowingLayer(capacity) for _ in cache.layers]
-    for i, (k, v) in enumerate(kv or []): cache.update(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1), i)
-    return cache
-
-# %% ../nbs/06_generate.ipynb #2dc967d2
-class RowCache:
-    "Keys and values of every row of the last `generate` call, keyed by the row's tokens: a next turn prefills only what was appended."
-    def __init__(self):
-        self.entries: dict[tuple, list] = {}   # tokens -> [(keys, values) per layer], each (1, heads, len(tokens), dim)
-        self.fresh: dict[tuple, list] = {}     # what the running call stores; it replaces `entries` when the call ends
-        self.state = None
-        self.reused = self.computed = 0        # prompt tokens taken from the store / prefilled by the model
-
-    def clear(self): self.entries, self.fresh, self.state = {}, {}, None
-
-    def begin(self, model) -> None:
-        "Start a generate call: forget everything if the weights may have changed since the last one."
-        state = _weights_state(model)
-        if state != self.state: self.entries, self.state = {}, state
-        self.fresh = {}
-
-    def end(self) -> None: self.entries, self.fresh = self.fresh, {}
-
-    def lookup(self, tokens: Sequence[int], keep: int = 1) -> tuple[int, list | None]:
-        "`(n, kv)`: the longest stored row that `tokens` extends, cut to leave at least `keep` tokens out; `(0, None)` if none."
-        best, n = None, 0
-        for key, kv in self.entries.items():
-            k = len(key)
-            if n < k < len(tokens) and tokens[k - 1] == key[-1] and tuple(tokens[:k]) == key: best, n = kv, k
-        n = min(n, len(tokens) - keep)
-        return (n, best) if best is not None and n > 0 else (0, None)
-
-    def put(self, tokens: Sequence[int], kv: list) -> None: self.fresh[tuple(tokens)] = kv
-
-def _row_kv(cache, row: int, positions: torch.Tensor) -> list:
-    "One row's keys and values at `positions` (the cache slots its real tokens fill), copied out of a batch cache."
-    return [(layer.keys[row:row + 1, :, positions], layer.values[row:row + 1, :, positions])  # indexing by a tensor copies
-            for layer in cache.layers]
-
-def _stack_rows(config, kvs: Sequence[list | None], lengths: Sequence[int], capacity: int) -> DynamicCache | None:
-    "A `_GrowingLayer` cache holding each row's first `lengths[i]` keys and values, right-aligned (padding on the left)."
-    cache = _new_cache(config, capacity)
-    if cache is None: return None
-    width = max(lengths)
-    ref = next(kv for kv in kvs if kv is not None)
-    for i, (k0, v0) in enumerate(ref):
-        k = k0.new_zeros(len(kvs), k0.shape[1], width, k0.shape[3])
-        v = v0.new_zeros(len(kvs), v0.shape[1], width, v0.shape[3])
-        for r, (kv, n) in enumerate(zip(kvs, lengths)):
-            if n: k[r, :, width - n:], v[r, :, width - n:] = kv[i][0][0, :, :n], kv[i][1][0, :, :n]
-        cache.update(k, v, i)
-    return cache
-
-# %% ../nbs/06_generate.ipynb #e0767366
-DECODE_QUERY_MAX = 8  # queries per row up to which `decode_attention` computes attention itself
-
-def decode_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None, **kwargs):
-    "transformers attention for a few new tokens over a long cache: grouped-query matmuls, no copies; sdpa otherwise."
-    b, h, q, d = query.shape
-    if (q > DECODE_QUERY_MAX or torch.is_grad_enabled() or dropout or kwargs.get("softcap") is not None
-            or (attention_mask is not None and attention_mask.shape[1] != 1)):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
-    hk, n = key.shape[1], key.shape[2]
-    g = h // hk   # query heads per key/value head: they share one matmul instead of a repeated copy of the cache
-    w = torch.matmul(query.reshape(b, hk, g * q, d), key.transpose(2, 3)).float().view(b, hk, g, q, n)
-    w = w * (scaling if scaling is not None else d ** -0.5)
-    if attention_mask is not None:
-        m = attention_mask[:, :, None, :, -n:]   # (b, 1, q, n) -> (b, 1, 1, q, n), shared by every head
-        w = w.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else w + m
-    elif q > 1:
-        w = w.masked_fill(~torch.ones(q, n, dtype=torch.bool, device=w.device).tril(n - q), float("-inf"))
-    w = torch.softmax(w, dim=-1).nan_to_num_(0.0)  # a query with nothing to attend to (padding) gets zeros
-    out = torch.matmul(w.to(value.dtype).view(b, hk, g * q, n), value)
-    return out.view(b, h, q, value.shape[-1]).transpose(1, 2).contiguous(), None
-
-AttentionInterface.register("sdpa_decode", decode_attention)
-AttentionMaskInterface.register("sdpa_decode", sdpa_mask)
-
-def use_decode_attention(model) -> bool:
-    "Switch a model (or the model inside a peft wrapper) from sdpa to `decode_attention`; True if it uses it now."
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    if getattr(base.config, "_attn_implementation", None) == "sdpa": base.set_attn_implementation("sdpa_decode")
-    return getattr(base.config, "_attn_implementation", None) == "sdpa_decode"
-
-# %% ../nbs/06_generate.ipynb #44868d52
-PREFILL_OVERHEAD = 64  # the fixed cost of one more prefill forward pass, in tokens' worth of work
-
-def prefill_groups(lengths: Sequence[int], overhead: int = PREFILL_OVERHEAD) -> list[list[int]]:
-    "Indices of `lengths` in groups to prefill together: sorted, cut where a group's padding costs more than another pass."
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    best, cut = [0] + [None] * len(order), [0] * (len(order) + 1)   # best[j]: cheapest cost of the j shortest rows
-    for j in range(1, len(order) + 1):
-        longest = lengths[order[j - 1]]  # every group is padded to its longest row
-        for i in range(j):
-            cost = best[i] + overhead + (j - i) * longest
-            if best[j] is None or cost < best[j]: best[j], cut[j] = cost, i
-    groups, j = [], len(order)
-    while j: groups.append(order[cut[j]:j]); j = cut[j]
-    return groups[::-1]
-
-# %% ../nbs/06_generate.ipynb #01f546e5
-def _lora_layers(model) -> list[tuple] | None:
-    "`[(layer, adapters)]`: the peft LoRA layers a forward pass would run, with their active adapters; None if one cannot be folded."
-    try: from peft.tuners.lora import LoraLayer
-    except ImportError: return []
-    found = []
-    for m in model.modules():
-        if not isinstance(m, LoraLayer) or m.disable_adapters or m.merged: continue
-        names = [a for a in m.active_adapters if a in m.lora_A]
-        if not names: continue
-        if any(a in getattr(m, "lora_variant", {}) for a in names) or type(m.get_base_layer()) is not torch.nn.Linear:
-            return None   # DoRA and other variants, LoRA on embeddings or convolutions: left to peft
-        found.append((m, names))
-    return found
-
-class MergedLoRA:
-    "Each LoRA layer's base weight with its update folded in (`W + scale * B @ A`), swapped in while the generator runs."
-    def __init__(self):
-        self.state, self.weights = None, {}   # the weights' state they were computed from; layer -> folded weight
-        self.folds = 0                        # how many times they were computed
-
-    def clear(self): self.state, self.weights = None, {}
-
-    @contextmanager
-    def applied(self, model):
-        "Inside the block, `model`'s LoRA layers run as plain linear layers on folded weights; after it, exactly as before."
-        layers = None if model.training or torch.is_grad_enabled() else _lora_layers(model)
-        if not layers:
-            yield False
-            return
-        state = _weights_state(model)
-        if state != self.state:   # first call, or the adapter or base weights changed (an optimizer step)
-            self.weights = {}
-            for m, names in layers:
-                w = m.get_base_layer().weight
-                self.weights[m] = (w.float() + sum(m.get_delta_weight(a).float() for a in names)).to(w.dtype)
-            self.state, self.folds = state, self.folds + 1
-        swapped = []
-        try:
-            for m, names in layers:
-                w = m.get_base_layer().weight
-                swapped.append((m, w, w.data, list(m.merged_adapters)))
-                w.data = self.weights[m]   # the parameter keeps its identity; only the tensor it points at changes
-                m.merged_adapters.extend(names)   # peft's forward then calls the base layer alone
-            yield True
-        finally:
-            for m, w, data, merged in swapped: w.data, m.merged_adapters = data, merged
-
-# %% ../nbs/06_generate.ipynb #caa93934
-def contiguous_head_input(model, enabled: bool = True) -> None:
-    "Give `model`'s LM head a contiguous input (a copy of a sliced one): torch then folds it into one matrix product."
-    head = model.get_output_embeddings()
-    if head is None: return
-    handle = getattr(head, "_contiguous_input_hook", None)
-    if not enabled:   # the benchmarks' baselines: torch's own behaviour again
-        if handle is not None: handle.remove(); head._contiguous_input_hook = None
-        return
-    if handle is not None: return
-    def hook(module, args):
-        if args and isinstance(args[0], torch.Tensor) and not args[0].is_contiguous():
-            return (args[0].contiguous(), *args[1:])
-    head._contiguous_input_hook = head.register_forward_pre_hook(hook)
-
 # %% ../nbs/06_generate.ipynb #4000d31d
 # Settings a model's own generation_config.json may carry that would change what is sampled; forced neutral.
 _NEUTRAL = {"repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
@@ -440,32 +135,23 @@ def _seeded(seed, model):
         torch.manual_seed(seed)
         yield
 
-# %% ../nbs/06_generate.ipynb #7bab5753
-class TransformersGenerator:
-    "The `Generator` on a Hugging Face causal LM: batched `model.generate`, finished rows leaving every `decode_chunk` tokens."
-    def __init__(self, model, tokenizer, max_batch_size: int | None = None, prefix_cache: bool = True,
-                 min_prefix: int = 32, decode_chunk: int | None = 8, row_cache: bool = True, fast_attention: bool = True,
-                 grouped_prefill: bool = True, merge_lora: bool = True, cdf_sampling: bool = True):
+# %% ../nbs/06_generate.ipynb #c02373ab
+class PlainGenerator:
+    "The `Generator` on a Hugging Face causal LM, plainly: left-padded batches through `model.generate`, each row cut where it ends."
+    def __init__(self, model, tokenizer, max_batch_size: int | None = None):
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
-        contiguous_head_input(model)   # the last position's logits in one matrix product (see above)
-        self.merged_lora = MergedLoRA() if merge_lora else None
-        self.cdf_sampling = cdf_sampling   # draw sampled tokens with `_CDFSampler`; False: transformers' multinomial
-        self.grouped_prefill, self.prefill_passes = grouped_prefill, 0   # passes: grouped prefill forwards run
-        self.prefix_cache, self.min_prefix = (PrefixCache() if prefix_cache else None), min_prefix
-        self.row_cache = RowCache() if row_cache else None
-        self.fast_attention = fast_attention
-        if decode_chunk is not None and not (isinstance(decode_chunk, int) and decode_chunk >= 1):
-            raise ValueError(f"decode_chunk must be an int >= 1 or None, got {decode_chunk!r}")
-        self.decode_chunk, self._stops = decode_chunk, {}
         eos = getattr(model.generation_config, "eos_token_id", None)
         if eos is None: eos = tokenizer.eos_token_id
         self.eos_ids = sorted(set(eos if isinstance(eos, (list, tuple)) else [eos]))
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
+        self._stops = {}
 
-    def _config(self, params: SamplingParams) -> GenerationConfig:
+    def _config(self, params: SamplingParams, do_sample: bool | None = None) -> GenerationConfig:
+        "transformers' settings from `params` alone; `do_sample`: whether `generate` draws the tokens (default: unless greedy)."
+        do_sample = not params.greedy if do_sample is None else do_sample
         cfg = dict(max_new_tokens=params.max_new_tokens, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
-                   do_sample=not (params.greedy or self.cdf_sampling), num_beams=1, return_dict_in_generate=True)
-        if cfg["do_sample"]: cfg.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
+                   do_sample=do_sample, num_beams=1, return_dict_in_generate=True)
+        if do_sample: cfg.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
         own = self.model.generation_config
         cfg.update({k: v for k, v in _NEUTRAL.items() if getattr(own, k, None) not in (None, v)})
         return GenerationConfig(**cfg)
@@ -477,138 +163,34 @@ class TransformersGenerator:
         if key not in self._stops: self._stops = {key: StopStringCriteria(self.tokenizer, list(key))}
         return [self._stops[key]]
 
-    def _known(self, prompts, own: int) -> list[tuple[int, list | None]]:
-        "For each prompt, how many leading tokens already have keys and values (its last turn, or the shared prefix), and them."
-        caching = not self.model.training
-        known = [self.row_cache.lookup(p, own) if caching and self.row_cache is not None else (0, None) for p in prompts]
-        fresh = [p for p, (n, _) in zip(prompts, known) if n == 0]
-        if caching and fresh and self.prefix_cache is not None:
-            n = min(common_prefix_len(fresh), min(len(p) for p in fresh) - own)
-            kv = self.prefix_cache.get(self.model, fresh[0][:n]) if n >= max(self.min_prefix, 1) else None
-            if kv is not None: known = [(n, kv) if k == 0 else (k, c) for k, c in known]
-        return known
+    def _end(self, ids: Sequence[int], params: SamplingParams) -> tuple[int, str, str | None]:
+        return trim_completion(self.tokenizer, ids, params.stop_strings, self.eos_ids, params.max_new_tokens)
 
-    def _layout(self, prompts, known, room: int, device) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
-        "Ids, mask and a cache of each row's known part, laid out `[pad][known][pad][rest]`; no cache if none is known."
-        lengths = [n for n, _ in known]
-        if any(lengths):
-            width = max(lengths)
-            rest_ids, rest_mask = left_pad([p[n:] for p, n in zip(prompts, lengths)], self.pad_id)
-            head_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-            head_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-            for r, (p, n) in enumerate(zip(prompts, lengths)):
-                if n: head_ids[r, width - n:], head_mask[r, width - n:] = torch.as_tensor(list(p[:n])), 1
-            cache = _stack_rows(self.model.config, [kv for _, kv in known], lengths, width + rest_ids.shape[1] + room)
-            if cache is not None:
-                return torch.cat([head_ids, rest_ids], 1).to(device), torch.cat([head_mask, rest_mask], 1).to(device), cache
-        return *left_pad(prompts, self.pad_id, device), _new_cache(self.model.config, max(len(p) for p in prompts) + room)
-
-    def _prefill(self, prompts, known, own: int, device) -> list[tuple[int, list | None]] | None:
-        "Each row's keys and values up to its last `own` tokens, computed in `prefill_groups`; None when one pass is as cheap."
-        need = [len(p) - own - n for p, (n, _) in zip(prompts, known)]
-        todo = [r for r, k in enumerate(need) if k > 0]
-        groups = prefill_groups([need[r] for r in todo])
-        if len(groups) < 2: return None   # generate's own prefill does the same work
-        staged = list(known)
-        extra = _last_logit_only(self.model)
-        for group in groups:
-            rows = [todo[k] for k in group]
-            heads = [prompts[r][:len(prompts[r]) - own] for r in rows]
-            ids, mask, cache = self._layout(heads, [known[r] for r in rows], 0, device)
-            if cache is None: return None
-            done = cache.get_seq_length()
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)   # as `generate` numbers them
-            self.model(input_ids=ids[:, done:], attention_mask=mask, position_ids=positions[:, done:], cache=cache,
-                       use_cache=True, **extra)
-            self.prefill_passes += 1
-            if not all(isinstance(layer, _GrowingLayer) for layer in cache.layers): return None
-            for j, r in enumerate(rows):
-                real = mask[j].nonzero()[:, 0]   # the cache slots of the row's tokens, in order
-                if len(real) != len(heads[j]): return None
-                staged[r] = (len(heads[j]), _row_kv(cache, j, real))
-        return staged
-
-    def _inputs(self, prompts, params, device) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
-        "Input ids, attention mask and a cache holding what is known of each row (its last turn, the shared prefix, a grouped prefill)."
-        own = max([1] + [len(s) for s in params.stop_strings])  # tokens each row keeps out of the cache
-        known = self._known(prompts, own)
-        if self.row_cache is not None and any(n for n, _ in known):
-            self.row_cache.reused += sum(n for n, _ in known)
-            self.row_cache.computed += sum(len(p) for p in prompts) - sum(n for n, _ in known)
-        if self.grouped_prefill and not self.model.training:
-            known = self._prefill(prompts, known, own, device) or known
-        return self._layout(prompts, known, params.max_new_tokens, device)
-
-    def _store(self, cache, mask, rows, leaving, prompts, new_ids, ends) -> None:
-        "Keep the keys and values of the rows in `leaving` (indices into the running batch) for their next turn."
-        if self.row_cache is None or self.model.training or cache is None: return
-        if not all(isinstance(layer, _GrowingLayer) for layer in cache.layers): return
-        filled = cache.layers[0].keys.shape[-2]
-        for j in leaving:
-            r = rows[j]
-            tokens = list(prompts[r]) + new_ids[r][:max(ends[r][0] - 1, 0)]  # the last kept token has no keys yet
-            positions = mask[j, :filled].nonzero()[:, 0][:len(tokens)]
-            if len(positions) == len(tokens): self.row_cache.put(tokens, _row_kv(cache, j, positions))
-
-    def _end(self, r, new_ids, params):
-        return trim_completion(self.tokenizer, new_ids[r], params.stop_strings, self.eos_ids, params.max_new_tokens)
+    def _output(self, ids: list[int], logprobs: list[float], end: tuple[int, str, str | None]) -> GenerationOutput:
+        n, reason, stop = end
+        return GenerationOutput(ids[:n], logprobs[:n], reason, self.tokenizer.decode(ids[:n], skip_special_tokens=True), stop)
 
     @torch.no_grad()
-    def _generate_batch(self, prompts, params, config) -> list[GenerationOutput]:
-        device = next(self.model.parameters()).device
-        ids, mask, cache = self._inputs(prompts, params, device)
-        rows = list(range(len(prompts)))  # the prompt behind each row of the running batch
-        new_ids, new_lps, ends = [[] for _ in prompts], [[] for _ in prompts], [None] * len(prompts)
-        made = 0
-        while True:
-            config.max_new_tokens = params.max_new_tokens - made
-            if self.decode_chunk and cache is not None and len(rows) > 1:
-                config.max_new_tokens = min(config.max_new_tokens, self.decode_chunk)
-            recorder = _LogprobRecorder(params.temperature)
-            draw = [_CDFSampler(params)] if self.cdf_sampling and not params.greedy else []   # generate's arg-max takes its draw
-            out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=[recorder, *draw],
-                                      stopping_criteria=self._stopping(params.stop_strings),
-                                      **({} if cache is None else {"cache": cache}))
-            new = out.sequences[:, ids.shape[1]:]
-            for r, row, lp in zip(rows, new.tolist(), recorder.finish(new).tolist()):
-                new_ids[r] += row
-                new_lps[r] += lp
-            made += new.shape[1]
-            ids, cache = out.sequences, out.cache
-            mask = torch.cat([mask, mask.new_ones(len(rows), new.shape[1])], 1)
-            for r in rows: ends[r] = self._end(r, new_ids, params)
-            going = [j for j, r in enumerate(rows) if ends[r][1] == "length"]
-            if made >= params.max_new_tokens or new.shape[1] < config.max_new_tokens or not going: break  # all rows ended
-            if len(going) < len(rows):  # the rows that ended leave the batch
-                self._store(cache, mask, rows, [j for j in range(len(rows)) if j not in going], prompts, new_ids, ends)
-                keep = torch.tensor(going, device=device)
-                ids, mask, rows = ids[keep], mask[keep], [rows[j] for j in going]
-                cache.batch_select_indices(keep)
-        self._store(cache, mask, rows, range(len(rows)), prompts, new_ids, ends)
-        return [GenerationOutput(row[:n], lp[:n], reason, self.tokenizer.decode(row[:n], skip_special_tokens=True), stop)
-                for row, lp, (n, reason, stop) in zip(new_ids, new_lps, ends)]
+    def _generate_batch(self, prompts, params: SamplingParams, config: GenerationConfig) -> list[GenerationOutput]:
+        ids, mask = left_pad(prompts, self.pad_id, next(self.model.parameters()).device)
+        recorder = _LogprobRecorder(params.temperature)
+        out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=[recorder],
+                                  stopping_criteria=self._stopping(params.stop_strings))
+        new = out.sequences[:, ids.shape[1]:]
+        return [self._output(row, lp, self._end(row, params)) for row, lp in zip(new.tolist(), recorder.finish(new).tolist())]
+
+    def _session(self):
+        "What a call sets up around its batches: nothing here; a faster generator (`06d_fast_generate`) sets up its caches."
+        return nullcontext()
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GenerationOutput]:
         "One completion per prompt, in the prompts' order."
         if not prompts: return []
-        config = self._config(params)
-        if self.fast_attention: use_decode_attention(self.model)
-        size = self.max_batch_size or len(prompts)
-        keeping = self.row_cache is not None and not self.model.training
-        results = []
-        with torch.no_grad(), (self.merged_lora.applied(self.model) if self.merged_lora is not None else nullcontext()):
-            if keeping: self.row_cache.begin(self.model)
-            with _seeded(params.seed, self.model):
-                for start in range(0, len(prompts), size):
-                    results += self._generate_batch(prompts[start:start+size], params, config)
-        if keeping: self.row_cache.end()
+        config, size, results = self._config(params), self.max_batch_size or len(prompts), []
+        with torch.no_grad(), self._session(), _seeded(params.seed, self.model):
+            for start in range(0, len(prompts), size):
+                results += self._generate_batch(prompts[start:start + size], params, config)
         return results
-
-    def release(self) -> None:
-        "Free what only a next call with the same weights could use (the folded LoRA weights, the rows' keys and values)."
-        if self.merged_lora is not None: self.merged_lora.clear()
-        if self.row_cache is not None: self.row_cache.clear()
-
 
 # %% ../nbs/06_generate.ipynb #4e2b99bd
 @torch.no_grad()

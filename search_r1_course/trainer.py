@@ -29,7 +29,8 @@ from trl.trainer.utils import RepeatSampler
 from .config import (GRPOArgs, LoraArgs, OutputArgs, PolicyArgs, RewardArgs, RolloutArgs, SearchArgs,
                                      TrainDataArgs, VLLMArgs, load_recipe, opt)
 from .data import QASample, comma_list, load_named
-from .generate import GenerationOutput, SamplingParams, TransformersGenerator
+from .generate import GenerationOutput, SamplingParams
+from .fast_generate import TransformersGenerator
 from .policy import load_policy, portable_adapter, resolve_device, resolve_dtype
 from .reward import CORRECT_BY_TYPE, TRL_REWARD_WEIGHTS, RewardConfig, trl_reward_funcs
 from .rollout import RolloutEngine, degenerate_group_rate, make_protocol, make_rollout_func, render_trajectory, rollout_config, search_config

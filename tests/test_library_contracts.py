@@ -4,9 +4,9 @@ invalidated, metrics that silently stop being logged, a data order that no longe
 
 | what | used by |
 |---|---|
-| `torch.Tensor._version` counts in-place writes | `generate._weights_state`: the prefix and row caches forget their keys and values when a weight changes |
-| peft's tuner layers: `_disable_adapters`, `_active_adapter`, `merged_adapters` | `generate._weights_state`: adapters switched on or off, or merged |
-| transformers' `DynamicCache(config=...)` builds `DynamicLayer`s; `DynamicLayer.lazy_initialization`, `update`, `batch_select_indices`, `keys`/`values`/`is_initialized`; `PreTrainedModel._supports_logits_to_keep` | `generate`: the prefix cache and `_GrowingLayer` |
+| `torch.Tensor._version` counts in-place writes | `kv_cache._weights_state`: the prefix and row caches forget their keys and values when a weight changes |
+| peft's tuner layers: `_disable_adapters`, `_active_adapter`, `merged_adapters` | `kv_cache._weights_state`: adapters switched on or off, or merged |
+| transformers' `DynamicCache(config=...)` builds `DynamicLayer`s; `DynamicLayer.lazy_initialization`, `update`, `batch_select_indices`, `keys`/`values`/`is_initialized`; `PreTrainedModel._supports_logits_to_keep` | `kv_cache`: the prefix cache and `_GrowingLayer` |
 | TRL's `GRPOTrainer._get_train_sampler`, `log`, `_metrics`, `_log_metric`; `RepeatSampler`'s constructor and its `shuffle`/`seed`/`generator` | `trainer.SearchR1GRPOTrainer`, `trainer.EpochRepeatSampler`, `rollout.make_rollout_func`, `trainer.RolloutRecorder` |
 | TRL's `VLLMGeneration._iter_named_params` | `fast_update.reload_weights_sync` |
 | TRL's fused LM head asks `trl.trainer.utils._use_triton(device)` once, only to decide whether to score the labelled positions alone | `warmstart.compact_lm_head_on_cpu` |
@@ -38,7 +38,7 @@ def tiny():
 
 def test_torch_version_counter_sees_in_place_weight_updates():
     p = torch.nn.Parameter(torch.zeros(4))
-    seen = p.detach()._version  # generate._weights_state reads it through detach(), which shares the counter
+    seen = p.detach()._version  # kv_cache._weights_state reads it through detach(), which shares the counter
     p.grad = torch.ones(4)
     torch.optim.SGD([p], lr=0.1).step()
     assert p.detach()._version > seen, "torch no longer bumps Tensor._version on an optimizer step"

@@ -8,7 +8,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 from search_r1_course.data import load_world  # noqa: E402
-from search_r1_course.generate import TransformersGenerator  # noqa: E402
+from search_r1_course.fast_generate import TransformersGenerator  # noqa: E402
 from search_r1_course.policy import load_policy, tiny_random_model  # noqa: E402
 from search_r1_course.protocol import TagProtocol  # noqa: E402
 from search_r1_course.rollout import (RolloutConfig, RolloutEngine, STATUSES, make_rollout_func,  # noqa: E402

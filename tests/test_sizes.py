@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT/"search_r1_course"
 MODULE_LINES, CLASS_LINES = 450, 120
-OVER_LIMIT = {"generate.py": 622, "generate.py:TransformersGenerator": 167, "evaluation.py": 507}
+OVER_LIMIT: dict[str, int] = {}
 
 
 def _modules() -> dict[str, Path]:

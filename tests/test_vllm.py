@@ -56,7 +56,8 @@ def _child_env(**extra):
 def reference(out_path):
     "In the main environment: prompt ids and `TransformersGenerator`'s float32 greedy completions, as JSON."
     import torch
-    from search_r1_course.generate import SamplingParams, TransformersGenerator
+    from search_r1_course.fast_generate import TransformersGenerator
+    from search_r1_course.generate import SamplingParams
     from search_r1_course.policy import load_policy
     from search_r1_course.protocol import TagProtocol
     torch.set_num_threads(1)
