@@ -279,7 +279,8 @@ def write_report(result: ExperimentResult) -> Path:
     steps = read_metrics(metrics) if metrics.is_file() else []
     grpo_peak = max((r.get("memory/peak_rss_gb") or 0 for r in steps), default=0)
     lines += ["", "## Training cost", "",
-              f"* warm start: {_fmt_s(t.get('warm_start_s'))}, {t.get('warm_start_trajectories', '')} oracle trajectories",
+              *([f"* warm start: {_fmt_s(t['warm_start_s'])}, {t.get('warm_start_trajectories', '')} oracle trajectories"]
+                if t.get("warm_start_s") is not None else []),
               f"* GRPO: {_fmt_s(t.get('grpo_s'))}, {t.get('grpo_steps', '')} steps, median step "
               + (f"{t['grpo_step_median_s']:.1f} s" if t.get("grpo_step_median_s") else "n/a"),
               f"* training in all: {_fmt_s(train_s)}",

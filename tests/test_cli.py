@@ -104,9 +104,25 @@ def test_demo_runs_the_main_job_on_a_tiny_model(tmp_path):
     report = (out / "report.md").read_text()
     for row in ("| base |", "| warm start |", "| warm start + GRPO |"):
         assert row in report
+    assert "* warm start: " in report and " 2 oracle trajectories" in report
     assert f"report: {out / 'report.md'}" in r.stdout
     adapter_cfg = json.loads((out / "grpo" / "adapter" / "adapter_config.json").read_text())
     assert adapter_cfg["base_model_name_or_path"] == "../../warm_start/model"     # the run folder can move
+
+
+def test_demo_without_a_warm_start_reports_two_stages(tmp_path):
+    """`--no-warm-start`: GRPO straight from the given policy; the report has no warm-start row and no empty
+    warm-start line in its training cost."""
+    from search_r1_course.policy import tiny_random_model
+    r = run("demo", "--name", "nows", "--runs-dir", str(tmp_path), "--model", str(tiny_random_model()), "--threads", "1",
+            "--eval-n-per-source", "1", "--eval-batch-size", "4", "--no-warm-start", "--max-steps", "1",
+            "--dtype", "fp32", "--num-generations", "2", "--questions-per-step", "2", "--gradient-accumulation", "1",
+            "--lora-r", "4", "--lora-alpha", "8", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = (tmp_path / "nows" / "report.md").read_text()
+    assert "| base |" in report and "| GRPO |" in report and "| warm start" not in report
+    assert "warm start:" not in report
+    assert "* GRPO: " in report and "1 steps" in report
 
 
 def test_demo_refuses_bad_options():
@@ -132,13 +148,16 @@ def test_every_recipe_loads_from_python_and_the_command_line():
     from search_r1_course.rft import RFTConfig
     from search_r1_course.trainer import TrainConfig
     names = recipe_names()
-    assert {"cpu", "train-cpu", "rft-cpu", "gpu-qwen2.5-3b", "gpu-qwen3-4b"} <= set(names)
+    assert {"cpu", "discovery-cpu", "train-cpu", "rft-cpu", "gpu-qwen2.5-3b", "gpu-qwen3-4b"} <= set(names)
+    demo = (ExperimentConfig, "demo")
     for name in names:
-        cls, command = {"cpu": (ExperimentConfig, "demo"), "rft-cpu": (RFTConfig, "rft")}.get(name, (TrainConfig, "train"))
+        cls, command = {"cpu": demo, "discovery-cpu": demo, "rft-cpu": (RFTConfig, "rft")}.get(name, (TrainConfig, "train"))
         assert load_recipe(name, cls) == parse_command(command, ["--config", name])[0], name
     assert load_recipe("cpu", ExperimentConfig) == ExperimentConfig()     # the main job's file is its defaults
     overridden, = parse_command("demo", ["--config", "cpu", "--seed", "1", "--name", "cpu_seed1"])
     assert (overridden.seed, overridden.name, overridden.max_steps) == (1, "cpu_seed1", 30)
+    discovery = load_recipe("discovery-cpu", ExperimentConfig)     # never shown a second search; the outcome alone
+    assert (discovery.warm_sources, discovery.retrieval_score, discovery.explore_sources) == ("world_1hop", 0.0, "world_2hop")
 
 
 def test_search_reads_a_recipes_search_setup(tmp_path):

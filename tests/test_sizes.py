@@ -77,3 +77,20 @@ def test_imports_point_to_earlier_chapters():
                for name, p in modules.items() for dep in sorted(_imported(ast.parse(p.read_text(encoding="utf-8"))))
                if dep in chapters and dep != name and chapters[dep] > chapters[name]]
     assert not forward, "imports that point forward, to a later chapter:\n" + "\n".join(forward)
+
+
+CORE_CHAPTERS = ("00_world", "01_formats", "01b_data", "02c_search", "04_actions", "04_protocol", "05_policy", "06_generate",
+                 "07_rollout", "08_reward", "09_masking", "11_trainer", "12_eval", "13_experiment")
+CORE_WORDS = 3000
+
+
+def _prose_words(chapter: str) -> int:
+    import json
+    nb = json.loads((ROOT/"nbs"/f"{chapter}.ipynb").read_text(encoding="utf-8"))
+    return sum(len("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def test_core_chapters_read_in_one_sitting():
+    "The core chapters (the reading path of Search-R1 itself) each hold under 3,000 words of prose; speed-ups and long records live elsewhere."
+    long = {c: n for c in CORE_CHAPTERS if (n := _prose_words(c)) >= CORE_WORDS}
+    assert not long, f"core chapters with {CORE_WORDS} words of prose or more (move details to an engine-room chapter or an appendix): {long}"
