@@ -5,6 +5,7 @@ The limits are the course's reading targets: a module a learner reads in one sit
 `_modidx.py` is nbdev's index, not code to read. A module or class that is still over its limit is listed in
 `OVER_LIMIT` with the size it has now: it may shrink, never grow, and leaves the list once it fits."""
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -85,7 +86,6 @@ CORE_WORDS = 3000
 
 
 def _prose_words(chapter: str) -> int:
-    import json
     nb = json.loads((ROOT/"nbs"/f"{chapter}.ipynb").read_text(encoding="utf-8"))
     return sum(len("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown")
 
