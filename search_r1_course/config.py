@@ -100,6 +100,7 @@ class SearchArgs(Options):
     index_dir: str | None = opt(None, "a saved index to load (built and saved there when absent)")
     retriever_url: str = opt("http://127.0.0.1:8000/retrieve", "retriever 'http': a Search-R1 /retrieve server")
     encoder: str = opt("minilm", "retriever 'dense': 'minilm' | 'e5' | 'e5:<model>' | 'st:<dir>'")
+    fresh_results: bool = opt(False, "a search leaves out the passages its trajectory has already been shown (02c_search)")
 
     def check(self):
         self.positive("topk")

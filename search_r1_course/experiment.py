@@ -1,4 +1,4 @@
-"""Evaluate the base policy, warm-start it, train it with GRPO, evaluate each stage on the same held-out questions, and write a report with the table, the curves and example trajectories.
+"""Evaluate the base policy, warm-start it on lookups only, train it with GRPO on the outcome reward, evaluate each stage on the same held-out questions, and write a report with the table, the curves and example trajectories.
 
 Docs: https://search-r1-course.github.io/search_r1_course/experiment.html.md"""
 
@@ -36,15 +36,16 @@ class ExperimentConfig(RewardArgs, TrainDataArgs, SearchArgs, RolloutArgs, GRPOA
     # the main job's values, where they differ from the groups' defaults (recipes/cpu.yaml holds the same)
     threads: int | None = opt(2, "torch threads on CPU")
     max_total_tokens: int = opt(384, "completion budget: two searches and an answer fit")
-    prompt_style: str = opt("short", "the warm-started policies' prompt (they do not need demonstrations)")
+    prompt_style: str = opt("short", "the warm-started policies' prompt: no worked example, so no two-search example")
     num_generations: int = opt(6, "GRPO group size")
     gradient_accumulation: int = opt(4, "micro-batches per step")
     max_steps: int = opt(30, "GRPO steps (0: no GRPO)")
+    learning_rate: float = opt(2e-4, "GRPO's learning rate")
     scale_rewards: str = opt("batch", "'group' | 'batch' | 'none'")
+    explore_search: float = opt(0.5, "share of a chain's six samples whose turn after the first passage opens with the search tag")
+    explore_sources: str | None = opt("world_2hop", "the question types that explore (None: every type)")
     data_sources: str | None = opt(ALL_TYPES, "GRPO's question types: every type, so none forgets its search count")
     format_tiers: bool = opt(True, "correct 1.0 / valid wrong 0.0 / invalid -0.1")
-    retrieval_score: float = opt(0.5, "partial credit for a wrong answer whose retrieval held the answer")
-    retrieval_sources: str | None = opt("world_2hop", "the question types that earn it (None: all)")
     # the job's own fields
     name: str = opt("cpu", "the run folder: <runs_dir>/<name>")
     runs_dir: str = opt("runs")
@@ -54,12 +55,12 @@ class ExperimentConfig(RewardArgs, TrainDataArgs, SearchArgs, RolloutArgs, GRPOA
     eval_batch_size: int = opt(32, "questions in play at once")
     base_prompt_style: str = opt("demo", "the untrained policy gets the course's best prompt")
     warm_start: bool = opt(True, "warm-start on oracle trajectories before GRPO")
-    warm_sources: str = opt(ALL_TYPES, "the types the oracle demonstrates: it shows when to search again")
-    warm_samples: int = opt(720, "questions the oracle plays (the ones it answers are trained on)")
+    warm_sources: str = opt("world_1hop", "the types the oracle demonstrates: lookups only, one search each")
+    warm_samples: int = opt(240, "questions the oracle plays (the ones it answers are trained on)")
     warm_refine: bool = opt(False, "the oracle restates the bridge entity / the compared values (<think>)")
     warm_learning_rate: float = opt(2e-4)
-    warm_epochs: int = opt(3, "passes over them: one pass does not teach when to stop searching")
-    probe_every: int = opt(5, "GRPO: sample the fixed dev probe every N steps (12d_probe; its time is not training; 0: off)")
+    warm_epochs: int = opt(1, "passes over them")
+    probe_every: int = opt(10, "GRPO: sample the fixed dev probe every N steps (12d_probe; its time is not training; 0: off)")
     probe_n_per_source: int = opt(30, "the probe's dev questions per type")
 
     def check(self):

@@ -43,6 +43,7 @@ class RolloutConfig:
     show_progress: bool = False         # a tqdm bar over turns
     explore_search: float = 0.0         # share of each question's trajectories whose turn after the first passage opens with the search tag
     explore_sources: str | None = None  # comma-separated data sources whose questions explore (None: every question)
+    fresh_results: bool = False         # a search leaves out passages the trajectory was already shown (02c_search)
 
     def __post_init__(self):
         for name in ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens"):
@@ -75,6 +76,7 @@ class Trajectory:
     answer: str | None = None
     text: str = ""                        # the decoded completion, for display only
     explore: bool = False                 # exploration: its turn after the first passage opens with the search tag
+    shown: list[str] = field(default_factory=list)        # ids of the passages shown, kept with `fresh_results`
 
     def add(self, ids: Sequence[int], logprobs: Sequence[float] | None = None):
         "Append tokens: sampled ones with their `logprobs` (mask 1), inserted ones without (mask 0, log-prob 0.0)."
@@ -229,7 +231,8 @@ def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int 
         elif not cfg.retry_invalid or t.turns >= cfg.max_turns: t.status = "invalid"
         else: to_note.append((t, action, ended_eos))
     if to_search:
-        results = self.tool.search_batch([t.queries[-1] for t in to_search])
+        seen = [t.shown for t in to_search] if cfg.fresh_results else None
+        results = self.tool.search_batch([t.queries[-1] for t in to_search], seen=seen)
         for t, result in zip(to_search, results):
             t.searches += 1
             self._insert(t, self.protocol.observation_text, result, False)
@@ -368,7 +371,7 @@ def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metric
 
 # %% ../nbs/07_rollout.ipynb #eba44033
 _RUN_ROLLOUT_FIELDS = ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens", "temperature", "top_p", "seed",
-                       "explore_search", "explore_sources")
+                       "explore_search", "explore_sources", "fresh_results")
 _RUN_SEARCH_FIELDS = dict(corpus_path="corpus_path", index_dir="index_dir", url="retriever_url", encoder="encoder")
 
 def search_config(run) -> SearchConfig:

@@ -82,6 +82,13 @@ def truncate_query(query: str, max_chars: int) -> str:
     return (cut[:space] if space >= 0.8 * max_chars else cut).rstrip()
 
 # %% ../nbs/02c_search.ipynb #928e3c96
+def _fresh(hits: list[Hit], seen: list[str] | None, topk: int) -> list[Hit]:
+    "The first `topk` hits not in `seen`; their ids are appended to `seen` (nothing is filtered when `seen` is None)."
+    if seen is None: return hits[:topk]
+    kept = [h for h in hits if h.id not in seen][:topk]
+    seen.extend(h.id for h in kept)
+    return kept
+
 class SearchTool:
     "The rollout's search tool: query strings in, observation strings out; faults are observations, counted."
     OUTCOMES = ("success", "error", "timeout", "invalid")
@@ -111,26 +118,31 @@ class SearchTool:
     def _observe(self, hits: list[Hit]) -> str:
         return format_observation(hits, self.max_chars, self.tokenizer, self.max_tokens)
 
-    def _run(self, queries: list[str]) -> list[tuple[str, str]]:
-        "(outcome, observation) for each query of one chunk; never raises."
+    def _run(self, queries: list[str], seen: list[list[str] | None]) -> list[tuple[str, str]]:
+        "(outcome, observation) for each query of one chunk; never raises. Hits in a query's `seen` are left out."
         try:
-            results = self.retriever.retrieve(queries, self.topk)
+            extra = max((len(s) for s in seen if s), default=0)
+            results = self.retriever.retrieve(queries, self.topk + extra)
             if len(results) != len(queries):
                 raise SearchError(f"the backend answered {len(results)} hit lists for {len(queries)} queries")
-            return [("success", self._observe(h)) for h in results]
+            return [("success", self._observe(_fresh(h, s, self.topk))) for h, s in zip(results, seen)]
         except TimeoutError:
             return [("timeout", TIMEOUT)] * len(queries)
         except Exception as e:
-            if len(queries) > 1 and not isinstance(e, SearchUnavailable):
-                return [r for q in queries for r in self._run([q])]      # isolate the query that fails
+            if len(queries) > 1 and not isinstance(e, SearchUnavailable):   # isolate the query that fails
+                return [r for q, s in zip(queries, seen) for r in self._run([q], [s])]
             return [("error", search_failed(f"{type(e).__name__}: {e}"))] * len(queries)
 
     def search(self, query: str) -> str:
         "The observation for one query."
         return self.search_batch([query])[0]
 
-    def search_batch(self, queries: Sequence[str]) -> list[str]:
-        "One observation per query, in order; runs the backend once per batch (per chunk when remote)."
+    def search_batch(self, queries: Sequence[str], seen: Sequence[list[str]] | None = None) -> list[str]:
+        """One observation per query, in order; runs the backend once per batch (per chunk when remote).
+        `seen`: one list of passage ids per query; its passages are left out and the ids shown are appended to it."""
+        if seen is not None and len(seen) != len(queries):
+            raise ValueError(f"seen: expected one list of passage ids per query ({len(queries)}), got {len(seen)}")
+        seen = list(seen) if seen is not None else [None] * len(queries)
         outcomes: list[str | None] = [None] * len(queries)
         obs: list[str | None] = [None] * len(queries)
         todo, truncated = [], 0
@@ -143,9 +155,9 @@ class SearchTool:
         size = self.chunk_size if self.retriever.remote else max(1, len(todo))
         chunks = [todo[s:s + size] for s in range(0, len(todo), size)]
         if self.timeout_s is None and len(chunks) == 1:
-            done = [(chunks[0], self._run([q for _, q in chunks[0]]))]
+            done = [(chunks[0], self._run([q for _, q in chunks[0]], [seen[i] for i, _ in chunks[0]]))]
         else:
-            futures = [(c, self._pool.submit(self._run, [q for _, q in c])) for c in chunks]
+            futures = [(c, self._pool.submit(self._run, [q for _, q in c], [seen[i] for i, _ in c])) for c in chunks]
             deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
             done = []
             for c, f in futures:

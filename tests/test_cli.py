@@ -148,16 +148,22 @@ def test_every_recipe_loads_from_python_and_the_command_line():
     from search_r1_course.rft import RFTConfig
     from search_r1_course.trainer import TrainConfig
     names = recipe_names()
-    assert {"cpu", "discovery-cpu", "train-cpu", "rft-cpu", "gpu-qwen2.5-3b", "gpu-qwen3-4b"} <= set(names)
+    assert {"cpu", "imitation-cpu", "train-cpu", "rft-cpu", "gpu-qwen2.5-3b", "gpu-qwen3-4b"} <= set(names)
     demo = (ExperimentConfig, "demo")
     for name in names:
-        cls, command = {"cpu": demo, "discovery-cpu": demo, "rft-cpu": (RFTConfig, "rft")}.get(name, (TrainConfig, "train"))
+        cls, command = {"cpu": demo, "imitation-cpu": demo, "rft-cpu": (RFTConfig, "rft")}.get(name, (TrainConfig, "train"))
         assert load_recipe(name, cls) == parse_command(command, ["--config", name])[0], name
     assert load_recipe("cpu", ExperimentConfig) == ExperimentConfig()     # the main job's file is its defaults
     overridden, = parse_command("demo", ["--config", "cpu", "--seed", "1", "--name", "cpu_seed1"])
     assert (overridden.seed, overridden.name, overridden.max_steps) == (1, "cpu_seed1", 30)
-    discovery = load_recipe("discovery-cpu", ExperimentConfig)     # never shown a second search; the outcome alone
-    assert (discovery.warm_sources, discovery.retrieval_score, discovery.explore_sources) == ("world_1hop", 0.0, "world_2hop")
+    main = ExperimentConfig()                                         # never shown a second search; the outcome alone
+    assert (main.warm_sources, main.retrieval_score, main.explore_sources) == ("world_1hop", 0.0, "world_2hop")
+    imitation = load_recipe("imitation-cpu", ExperimentConfig)      # the oracle's two-search demonstrations
+    assert (imitation.warm_sources, imitation.warm_samples, imitation.warm_epochs, imitation.explore_search) == (
+        "world_1hop,world_2hop,world_comparison", 720, 3, 0.0)
+    from search_r1_course.rft import match_grpo
+    rft = load_recipe("rft-cpu", RFTConfig)                         # the RFT baseline samples as the main job's GRPO does
+    assert match_grpo(rft, main) == rft
 
 
 def test_search_reads_a_recipes_search_setup(tmp_path):

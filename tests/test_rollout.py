@@ -111,3 +111,36 @@ def test_metrics_on_a_real_run(tiny, tool, questions):
     assert m["rollout/turns"] == pytest.approx(sum(t.turns for t in trajs) / 6)
     assert 0 < m["tokens/env_fraction"] < 1
     assert sum(m[f"rollout/{s}_rate"] for s in STATUSES) == pytest.approx(1.0)
+
+
+class SameQueryTwice:
+    """Searches the same query on its first two turns, then answers."""
+    def __init__(self, tokenizer, prompt_passages: int):
+        self.tokenizer, self.prompt_passages = tokenizer, prompt_passages
+
+    def generate(self, prompts, params):
+        from search_r1_course.generate import GenerationOutput
+        out = []
+        for p in prompts:
+            seen = self.tokenizer.decode(p).count("<information>") - self.prompt_passages
+            turn = "<search> Skaenryth River source </search>" if seen < 2 else "<answer> x </answer>"
+            ids = self.tokenizer.encode(turn, add_special_tokens=False)
+            out.append(GenerationOutput(token_ids=ids, logprobs=[-1.0] * len(ids), finish_reason="stop", text=turn))
+        return out
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_fresh_results_show_the_next_passage_when_a_query_repeats(tiny, fresh):
+    _, tok = tiny
+    proto = TagProtocol("demo", observation="user_turn", tokenizer=tok)
+    shown_in_prompt = tok.decode(proto.prompt_ids(tok, "?")).count("<information>")
+    tool = make_search_tool(SearchConfig(topk=1))
+    eng = RolloutEngine(SameQueryTwice(tok, shown_in_prompt), proto, tool, tok,
+                        RolloutConfig(max_turns=3, max_obs_tokens=80, fresh_results=fresh))
+    (t,) = eng.run(["Where does the Skaenryth River have its source?"])
+    assert t.searches == 2 and t.queries[0] == t.queries[1] and t.status == "answered"
+    if fresh:
+        assert len(t.shown) == 2 and t.shown[0] != t.shown[1]
+        assert t.observations[0] != t.observations[1]
+    else:
+        assert t.shown == [] and t.observations[0] == t.observations[1]
