@@ -177,11 +177,17 @@ class TrainDataArgs(Options):
     curriculum_sources: str | None = opt(None, "the first curriculum_steps steps draw their questions from these only")
     curriculum_steps: int = opt(0, "steps of the curriculum (0: none)")
     max_train_samples: int | None = opt(None, "keep the first N questions (after filtering)")
+    select_k: int = opt(0, "question selection (10b_difficulty): the start policy plays each of select_pool drawn questions "
+                           "select_k times; those it answers right sometimes but not always are trained on (0: off)")
+    select_pool: int = opt(240, "question selection: candidate questions drawn from the training questions")
 
     def check(self):
-        self.positive("curriculum_steps", at_least=0)
+        self.positive("curriculum_steps", "select_k", at_least=0)
+        self.positive("select_pool")
         if self.curriculum_steps and not comma_list(self.curriculum_sources):
             self.bad("curriculum_sources", f"the data sources of the first {self.curriculum_steps} steps")
+        if self.select_k == 1: self.bad("select_k", "0 (off) or at least 2 samples per question (a spread needs two)")
+        if self.select_k and self.curriculum_steps: self.bad("select_k", "0 with a curriculum (choose one way to order the questions)")
 
 @dataclass
 class VLLMArgs(Options):

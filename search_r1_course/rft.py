@@ -21,22 +21,16 @@ from tqdm.auto import tqdm
 
 from .config import GRPOArgs, LoraArgs, PolicyArgs, RolloutArgs, SearchArgs, TrainDataArgs, opt
 from .data import QASample
+from .difficulty import is_correct, select_for_run
 from .policy import load_policy
-from .reward import compute_reward
 from .rollout import Trajectory
 from .trainer import build_engine, load_train_samples
 from .warmstart import lora_sft, release_memory, sft_rows
 
 # %% auto #0
-__all__ = ['SAMPLING_FIELDS', 'is_correct', 'keep_correct', 'round_questions', 'RFTConfig', 'match_grpo', 'RFTResult',
-           'round_row', 'rft']
+__all__ = ['SAMPLING_FIELDS', 'keep_correct', 'round_questions', 'RFTConfig', 'match_grpo', 'RFTResult', 'round_row', 'rft']
 
 # %% ../nbs/12g_rft.ipynb #76a1343d
-def is_correct(traj: Trajectory) -> bool:
-    "Whether `traj` answered its sample's question correctly (exact match, as GRPO's `answer_correct` scores it)."
-    if traj.sample is None: raise ValueError(f"RFT: trajectory of {traj.question!r} has no sample (its golden answers)")
-    return compute_reward(traj.text, traj.sample.golden_answers, source=traj.sample.data_source).correct
-
 def keep_correct(trajs: Sequence[Trajectory]) -> list[Trajectory]:
     "The correct trajectories of `trajs`, in order: what a round of RFT trains on."
     return [t for t in trajs if is_correct(t)]
@@ -127,7 +121,9 @@ def rft(config: RFTConfig, model=None, tokenizer=None, callbacks: Sequence = (),
         raise ValueError("RFT: the model is a LoRA adapter; merge it first (load_policy(..., merge_adapter=True))")
     engine = build_engine(model, tokenizer, config)
     if generator is not None: engine.generator = generator   # e.g. a scripted one
-    plan = round_questions(load_train_samples(config), config.questions_per_round, config.rounds, config.seed)
+    pool = select_for_run(engine, load_train_samples(config), config, out/"selection.jsonl",
+                          at_least=config.questions_per_round)   # select_k > 0: 10b_difficulty
+    plan = round_questions(pool, config.questions_per_round, config.rounds, config.seed)
     rows, total = [], 0
     for n, questions in enumerate(tqdm(plan, desc="RFT", unit="round"), start=1):
         t = time.perf_counter()

@@ -29,6 +29,7 @@ from trl.trainer.utils import RepeatSampler
 from .config import (GRPOArgs, LoraArgs, OutputArgs, PolicyArgs, RewardArgs, RolloutArgs, SearchArgs,
                                      TrainDataArgs, VLLMArgs, load_recipe, opt)
 from .data import QASample, comma_list, load_named
+from .difficulty import select_for_run
 from .generate import GenerationOutput, SamplingParams
 from .fast_generate import TransformersGenerator
 from .policy import load_policy, portable_adapter, resolve_device, resolve_dtype
@@ -305,6 +306,8 @@ def build_trainer(config: TrainConfig, reward_funcs: list | None = None, reward_
     args = grpo_args(config, device=model.device)
     engine = build_engine(model, tokenizer, config)
     train_samples = list(samples) if samples is not None else load_train_samples(config)
+    train_samples = select_for_run(engine, train_samples, config, out/"selection.jsonl",
+                                   at_least=config.questions_per_step)   # select_k > 0: 10b_difficulty
     rollout = make_rollout_func(engine, samples=train_samples)
     if config.use_vllm: rollout = _vllm_rollout(rollout, tokenizer)
     recorder = RolloutRecorder(rollout, out/"rollouts.jsonl" if config.log_rollouts else None, tokenizer)

@@ -38,3 +38,23 @@ def test_cli_rft_bad_setting_is_one_clear_line(capsys):
     assert main(["rft", "--rounds", "0"]) == 1
     err = capsys.readouterr().err
     assert "search-r1-course rft: error: RFTConfig.rounds: expected a positive int, got 0" in err and "Traceback" not in err
+
+
+def test_rft_draws_from_the_selected_questions(tmp_path):
+    "select_k: RFT runs the same selection pass as GRPO first; questions answered right always or never are not drawn."
+    from search_r1_course.difficulty import ScriptedAnswers
+    from search_r1_course.rft import RFTConfig, rft
+    from search_r1_course.trainer import build_engine, load_train_samples
+    cfg = RFTConfig(model=str(tiny_random_model()), dtype="fp32", threads=1, rounds=1, questions_per_round=2, num_generations=2,
+                    data_sources="world_1hop,world_2hop", max_train_samples=None, select_k=2, select_pool=8, lora_r=4, lora_alpha=8,
+                    max_turns=2, max_new_tokens_per_turn=40, max_total_tokens=256, max_obs_tokens=96, topk=1,
+                    output_dir=str(tmp_path / "rft"))
+    model, tok = load_policy(cfg.model, dtype="fp32", threads=1)
+    pool = load_train_samples(cfg)
+    lookups = [s.question for s in pool if s.data_source == "world_1hop"]
+    protocol = build_engine(model, tok, cfg).protocol
+    res = rft(cfg, model, tok, generator=ScriptedAnswers(tok, protocol, pool, never=lookups))
+    rows = [json.loads(l) for l in (tmp_path / "rft" / "selection.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and {r["kept"] for r in rows if r["data_source"] == "world_1hop"} <= {False}
+    assert all(r["kept"] for r in rows if r["data_source"] == "world_2hop")   # right in one of two samples: a spread
+    assert res.rounds[0]["sampled_by_source"] == {"world_2hop": 4}

@@ -377,3 +377,24 @@ def test_exploration_limited_to_a_question_type_reaches_the_trainers_rollouts(tm
     trajs = trainer.rollout_recorder.last_trajectories
     assert [t.sample.data_source for t in trajs] == ["world_1hop"] * 2 + ["world_2hop"] * 2
     assert [t.explore for t in trajs] == [False, False, True, True]
+
+
+def test_question_selection_runs_before_the_trainer_and_says_what_to_change(tmp_path):
+    "select_k > 0: the start policy plays the draw first; a random policy answers nothing, so nothing is kept, and the error says why."
+    with pytest.raises(ValueError, match=r"kept 0 of 4 questions .*loosen the rule"):
+        build_trainer(tiny_config(tmp_path, select_k=2, select_pool=4), reward_funcs=TOY_REWARDS)
+    rows = [json.loads(l) for l in (tmp_path / "selection.jsonl").read_text().splitlines()]
+    assert [(r["k"], r["right"], r["kept"]) for r in rows] == [(2, 0, False)] * 4
+
+
+def test_the_trainer_trains_on_the_selected_questions(tmp_path):
+    "A selection.jsonl of the same pass in the output folder is read back, and only its kept questions reach the dataset."
+    from search_r1_course.trainer import load_train_samples
+    config = tiny_config(tmp_path, select_k=2, select_pool=6)
+    pool = load_train_samples(config)
+    kept = {pool[1].id, pool[4].id}
+    (tmp_path / "selection.jsonl").write_text("".join(
+        json.dumps({"id": s.id, "question": s.question, "data_source": s.data_source, "k": 2, "right": 1 if s.id in kept else 0,
+                    "searches": 1.0, "kept": s.id in kept}) + "\n" for s in pool))
+    trainer = build_trainer(config, reward_funcs=TOY_REWARDS)
+    assert sorted(trainer.train_dataset["id"]) == sorted(kept)
