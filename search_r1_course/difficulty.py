@@ -13,6 +13,8 @@ import random
 from pathlib import Path
 from typing import Sequence
 
+from tqdm.auto import tqdm
+
 from .data import QASample
 from .generate import GenerationOutput
 from .reward import compute_reward
@@ -78,14 +80,16 @@ def selection_summary(rows: Sequence[dict], kept: Sequence[dict]) -> dict[str, s
 
 def select_questions(engine: RolloutEngine, questions: Sequence[QASample], k: int, pool: int, seed: int = 0,
                      min_right: int = 1, min_wrong: int = 1, at_least: int = 1,
-                     path: str | os.PathLike | None = None) -> list[QASample]:
+                     path: str | os.PathLike | None = None, max_active: int = 32) -> list[QASample]:
     "The questions of a `pool`-sized draw that the engine's policy answers right sometimes but not always in `k` samples."
     if k < 2: raise ValueError(f"select_questions: k: expected at least 2 samples per question (a spread needs two), got {k}")
     if not questions: raise ValueError("select_questions: no training questions to draw from")
-    drawn = random.Random(seed).sample(list(questions), min(pool, len(questions)))
+    drawn = random.Random(f"select:{seed}").sample(list(questions), min(pool, len(questions)))   # not the warm start's draw
     model = getattr(engine.generator, "model", None)
     if model is not None: model.eval()
-    rows = question_outcomes(engine.run(drawn, group_size=k, seed=seed))
+    with tqdm(total=len(drawn) * k, desc="select", unit="trajectory") as bar:   # at most max_active rows hold a cache
+        trajs = engine.run(drawn, group_size=k, seed=seed, max_active=max_active, on_done=lambda t: bar.update())
+    rows = question_outcomes(trajs)
     if hasattr(engine.generator, "release"): engine.generator.release()   # the weights change once training starts
     kept = keep_informative(rows, min_right, min_wrong)
     summary = selection_summary(rows, kept)

@@ -300,7 +300,8 @@ def write_report(result: ExperimentResult) -> Path:
     grpo = comma_list(cfg.data_sources)
     warm = comma_list(cfg.warm_sources) if cfg.warm_start else []
     for r in pick_examples(last, [s for s in grpo if s not in warm] or grpo): lines += [_example(r), ""]   # what RL alone saw
-    lines += ["## Reproduce", "", "```bash", f"search-r1-course demo --name {cfg.name}  # or: make demo", "```", ""]
+    again = f"search-r1-course demo --config {out/'experiment.json'} --name {cfg.name}_again"   # every option, a new folder
+    lines += ["## Reproduce", "", "```bash", again, "```", ""]
     path = out/"report.md"
     path.write_text("\n".join(lines))
     return path

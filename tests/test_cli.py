@@ -1,4 +1,5 @@
 """The `search-r1-course` command line, run as a user runs it: a subprocess of the installed entry point."""
+import dataclasses
 import json
 import os
 import shutil
@@ -106,6 +107,11 @@ def test_demo_runs_the_main_job_on_a_tiny_model(tmp_path):
         assert row in report
     assert "* warm start: " in report and " 2 oracle trajectories" in report
     assert f"report: {out / 'report.md'}" in r.stdout
+    again = report.split("## Reproduce")[1].split("```bash\n")[1].split("\n")[0].split()    # reruns every option of this run
+    assert again[:3] == ["search-r1-course", "demo", "--config"] and again[4:6] == ["--name", "tiny_again"]
+    from search_r1_course.cli import parse_command
+    (rerun,) = parse_command("demo", again[2:])
+    assert dataclasses.asdict(rerun) == {**json.loads((out / "experiment.json").read_text()), "name": "tiny_again"}
     adapter_cfg = json.loads((out / "grpo" / "adapter" / "adapter_config.json").read_text())
     assert adapter_cfg["base_model_name_or_path"] == "../../warm_start/model"     # the run folder can move
 
