@@ -146,6 +146,9 @@ class GRPOArgs(Options):
     explore_search: float = opt(0.0, "share of each question's rollouts whose turn after the first passage opens with the "
                                       "search tag (exploration at the decision point, 07_rollout; 0: off)")
     explore_sources: str | None = opt(None, "comma-separated data sources whose questions explore (None: every question)")
+    explore_answer: float = opt(0.0, "share of each question's rollouts whose turn after the first passage opens with the "
+                                      "answer tag (the last copies of a group; 0: off)")
+    explore_answer_sources: str | None = opt(None, "data sources whose questions explore with the answer tag (None: every question)")
     gradient_checkpointing: bool = opt(False)
 
     def check(self):
@@ -162,6 +165,9 @@ class GRPOArgs(Options):
         if not self.temperature > 0: self.bad("temperature", "> 0 (GRPO needs sampled groups)")
         if self.beta < 0: self.bad("beta", ">= 0")
         if not 0 <= self.explore_search <= 1: self.bad("explore_search", "a share in [0, 1]")
+        if not 0 <= self.explore_answer <= 1: self.bad("explore_answer", "a share in [0, 1]")
+        if self.explore_search + self.explore_answer > 1:
+            self.bad("explore_answer", f"a share that leaves room for explore_search {self.explore_search} (together at most 1)")
 
     @property
     def trajectories_per_step(self) -> int: return self.questions_per_step * self.num_generations

@@ -15,7 +15,7 @@ from fastcore.basics import patch
 from tqdm.auto import tqdm
 
 from .generate import GenerationOutput, SamplingParams
-from .protocol import SEARCH_OPEN, Action, Answer, Invalid, Protocol, Search, TagProtocol, ToolCallProtocol
+from .protocol import ANSWER_OPEN, SEARCH_OPEN, Action, Answer, Invalid, Protocol, Search, TagProtocol, ToolCallProtocol
 from .data import comma_list
 from .search import SearchConfig, truncate_tokens
 
@@ -43,6 +43,8 @@ class RolloutConfig:
     show_progress: bool = False         # a tqdm bar over turns
     explore_search: float = 0.0         # share of each question's trajectories whose turn after the first passage opens with the search tag
     explore_sources: str | None = None  # comma-separated data sources whose questions explore (None: every question)
+    explore_answer: float = 0.0         # share whose turn after the first passage opens with the answer tag (the last copies)
+    explore_answer_sources: str | None = None  # data sources whose questions explore that way (None: every question)
     fresh_results: bool = False         # a search leaves out passages the trajectory was already shown (02c_search)
 
     def __post_init__(self):
@@ -55,6 +57,11 @@ class RolloutConfig:
         if self.top_k < 0: raise ValueError(f"RolloutConfig.top_k: expected >= 0, got {self.top_k}")
         if not 0 <= self.explore_search <= 1:
             raise ValueError(f"RolloutConfig.explore_search: expected a share in [0, 1], got {self.explore_search!r}")
+        if not 0 <= self.explore_answer <= 1:
+            raise ValueError(f"RolloutConfig.explore_answer: expected a share in [0, 1], got {self.explore_answer!r}")
+        if self.explore_search + self.explore_answer > 1:
+            raise ValueError(f"RolloutConfig: explore_search {self.explore_search} + explore_answer {self.explore_answer} "
+                             "is more than the whole group; expected shares that add up to at most 1")
 
 # %% ../nbs/07_rollout.ipynb #8655fdac
 @dataclass
@@ -76,6 +83,7 @@ class Trajectory:
     answer: str | None = None
     text: str = ""                        # the decoded completion, for display only
     explore: bool = False                 # exploration: its turn after the first passage opens with the search tag
+    explore_answer: bool = False          # ... or with the answer tag
     shown: list[str] = field(default_factory=list)        # ids of the passages shown, kept with `fresh_results`
 
     def add(self, ids: Sequence[int], logprobs: Sequence[float] | None = None):
@@ -142,6 +150,11 @@ class RolloutEngine:
         "The ids that open a search in the tag protocol (`<search>`), for exploration; [] for other protocols."
         return _encode(self.tokenizer, SEARCH_OPEN) if isinstance(self.protocol, TagProtocol) else []
 
+    @property
+    def _answer_opener(self) -> list[int]:
+        "The ids that open an answer in the tag protocol (`<answer>`); [] for other protocols."
+        return _encode(self.tokenizer, ANSWER_OPEN) if isinstance(self.protocol, TagProtocol) else []
+
     def __repr__(self):
         return f"RolloutEngine({type(self.generator).__name__}, {self.protocol!r}, {type(self.tool).__name__}, {self.config})"
 
@@ -197,7 +210,7 @@ def _insert(self: RolloutEngine, t: Trajectory, make: Callable[[str], str], cont
 
 def _explores(t: Trajectory) -> bool:
     "An exploring trajectory's turn right after its first passage (the only turn exploration touches)."
-    return t.explore and t.searches == 1 and len(t.actions) == 1 and isinstance(t.actions[0], Search)
+    return (t.explore or t.explore_answer) and t.searches == 1 and len(t.actions) == 1 and isinstance(t.actions[0], Search)
 
 @patch
 def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int | None = None) -> int:
@@ -208,7 +221,8 @@ def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int 
     allow = [min(cfg.max_new_tokens_per_turn, cfg.max_total_tokens - len(t.completion_ids)) for t in active]
     params = SamplingParams(max_new_tokens=max(allow), temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k,
                             stop_strings=list(self.protocol.stop_strings), seed=turn_seed(seed, turn))
-    opened = [self._search_opener if _explores(t) else [] for t in active]   # see "Exploration at the decision point"
+    opened = [(self._search_opener if t.explore else self._answer_opener) if _explores(t) else []
+              for t in active]   # see "Exploration at the decision point"
     outs = self.generator.generate([t.prompt_ids + t.completion_ids + o for t, o in zip(active, opened)], params)
     if len(outs) != len(active):
         raise RuntimeError(f"the generator returned {len(outs)} outputs for {len(active)} prompts")
@@ -241,15 +255,20 @@ def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int 
     return len(active)
 
 # %% ../nbs/07_rollout.ipynb #6c195358
-def mark_explorers(trajs: Sequence[Trajectory], share: float, sources: str | Sequence[str] | None = None) -> None:
-    "Mark the first `round(share * n)` of the `n` trajectories of each question (TRL's copies of a prompt, or a group); only questions from `sources` if given."
+def mark_explorers(trajs: Sequence[Trajectory], share: float, sources: str | Sequence[str] | None = None,
+                   tag: str = "search") -> None:
+    "Mark `round(share * n)` of the `n` trajectories of each question (TRL's copies of a prompt, or a group): the first copies to open the search tag, or with `tag='answer'` the last ones to open the answer tag; only questions from `sources` if given."
+    if tag not in ("search", "answer"): raise ValueError(f"mark_explorers: expected tag 'search' or 'answer', got {tag!r}")
     keep = None if sources is None else set(comma_list(sources))
     seen: dict[str, int] = {}
     counts: dict[str, int] = {}
     for t in trajs: counts[t.question] = counts.get(t.question, 0) + 1
     for t in trajs:
         k = seen[t.question] = seen.get(t.question, -1) + 1
-        t.explore = k < round(share * counts[t.question]) and (keep is None or getattr(t.sample, "data_source", None) in keep)
+        n, m = counts[t.question], round(share * counts[t.question])
+        picked = (k < m if tag == "search" else k >= n - m) and (keep is None or getattr(t.sample, "data_source", None) in keep)
+        if tag == "search": t.explore = picked
+        else: t.explore_answer = picked and not t.explore
 
 @patch
 def run(self: RolloutEngine, questions: Sequence, group_size: int = 1, seed: int | None = None,
@@ -261,8 +280,9 @@ def run(self: RolloutEngine, questions: Sequence, group_size: int = 1, seed: int
         raise ValueError(f"max_active: expected a positive int or None, got {max_active!r}")
     trajs = self.start(questions, group_size)
     if cfg.explore_search: mark_explorers(trajs, cfg.explore_search, cfg.explore_sources)
-    if any(t.explore for t in trajs) and not self._search_opener:
-        raise ValueError(f"explore_search: the protocol {type(self.protocol).__name__} has no search tag to open a turn with "
+    if cfg.explore_answer: mark_explorers(trajs, cfg.explore_answer, cfg.explore_answer_sources, "answer")
+    if any(t.explore or t.explore_answer for t in trajs) and not self._search_opener:
+        raise ValueError(f"explore_search, explore_answer: the protocol {type(self.protocol).__name__} has no search tag to open a turn with "
                          "(exploration works with the tag protocol)")
     waiting, live, calls = iter(trajs), [], 0
     with tqdm(total=len(trajs), desc="rollout", unit="trajectory", disable=not cfg.show_progress, leave=False) as bar:
@@ -302,6 +322,8 @@ def rollout_metrics(trajs: Sequence[Trajectory], rewards: Sequence[float] | None
            "rollout/completion_tokens": tokens / n,
            "tokens/env_fraction": sum(t.n_inserted for t in trajs) / max(tokens, 1)}
     if any(t.explore for t in trajs): out["rollout/explored_rate"] = sum(t.explore and t.searches >= 1 for t in trajs) / n
+    if any(t.explore_answer for t in trajs):
+        out["rollout/explored_answer_rate"] = sum(t.explore_answer and t.searches >= 1 for t in trajs) / n
     out.update({f"rollout/{s}_rate": sum(t.status == s for t in trajs) / n for s in STATUSES})
     if rewards is not None:
         if len(rewards) != len(trajs):
@@ -371,7 +393,7 @@ def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metric
 
 # %% ../nbs/07_rollout.ipynb #eba44033
 _RUN_ROLLOUT_FIELDS = ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens", "temperature", "top_p", "seed",
-                       "explore_search", "explore_sources", "fresh_results")
+                       "explore_search", "explore_sources", "explore_answer", "explore_answer_sources", "fresh_results")
 _RUN_SEARCH_FIELDS = dict(corpus_path="corpus_path", index_dir="index_dir", url="retriever_url", encoder="encoder")
 
 def search_config(run) -> SearchConfig:
