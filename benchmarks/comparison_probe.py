@@ -1,118 +1,165 @@
 """Can the packaged policy learn to compare two values it is given? A supervised probe, apart from search.
 
-    python benchmarks/comparison_probe.py [--threads 2] [--sizes 80 400 1400] [--epochs 3] [--eval 100]
+    python benchmarks/comparison_probe.py --sizes 1000 4000 16000 [--mode lora16|lora256|full] [--scratchpad [long|short]]
+        [--rows generic|world] [--threads 2] [--out benchmarks/results/comparison_curve.jsonl]
 
 The main job's comparisons ("Who was born first, A or B?") stay near chance after warm start and GRPO, although the
-policy retrieves both passages on all of them. This probe takes search and reading out of the question: each row is
-the comparison question followed by the two values, stated with their names ("A: 1852. B: 1871."), and the target
-is the answer `<answer> B </answer>`. A LoRA adapter (the main job's: r16 on every projection, lr 2e-4, batches of
-8, bf16) is trained on N training-split comparisons for --epochs passes, then the greedy answers are scored on --eval
-rows it trained on and on --eval dev comparisons. Chance is 0.5: the answer is one of the two names. If the policy
-cannot learn the comparison when the values are handed to it, no recipe of the main job can teach it within its
-budget. Figures are one run per size (the seed is fixed); run nothing else CPU-heavy meanwhile.
+policy retrieves both passages on all of them. This probe takes search and reading out: each row states the two
+values after the question ("A: 1852. B: 1871.") and the target is `<answer> B </answer>` (with --scratchpad, a line of
+working first: `long`, or `short` enough for the main job's 40-token turn). Rows come from `09c_compare_skill`: generic rows (invented names, values over the world's ranges,
+balanced by first differing digit, direction and answer position) or the world's own training comparisons.
+
+Each size is one run from the packaged policy: one pass over N rows (batches of --batch, AdamW, linear warm-up over the
+first 5% then linear decay, gradients clipped at 1), the weights in fp32 and the matmuls in bf16 (autocast), the LM
+head on the target tokens only. --mode picks LoRA on every projection at rank 16 (the main job's) or 256, or every
+weight. Then greedy answers are scored on --eval held-out generic rows (names from another world, fresh values) and
+on the world's dev comparisons with their values handed, beside the trivial baselines (always the first entity named,
+always the second). Figures are one run per point (seed fixed); run nothing else CPU-heavy meanwhile. Each run
+appends one JSON line to --out.
 """
 import argparse
 import os
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 4000], help="training rows per run (one pass)")
+ap.add_argument("--mode", default="lora16", help="lora<rank> (lora16, lora256) or full")
+ap.add_argument("--scratchpad", nargs="?", const="long", choices=("long", "short"), default=None,
+                help="targets write the comparison out before the answer (alone: long)")
+ap.add_argument("--rows", choices=("generic", "world"), default="generic", help="training rows")
+ap.add_argument("--style", default=None, help="ask each row in this prompt style (short: the warm-started policy's); "
+                                              "default: an empty system message")
+ap.add_argument("--trainer", choices=("probe", "warmstart"), default="probe",
+                help="probe: this script's loop; warmstart: the warm start's skill stage (10_warmstart: TRL's SFTTrainer on "
+                     "the bf16 policy, constant learning rate, LoRA r16), asked in --style (default short)")
+ap.add_argument("--lr", type=float, default=None, help="default: 5e-4 for LoRA, 5e-5 for every weight")
+ap.add_argument("--batch", type=int, default=16)
+ap.add_argument("--eval", type=int, default=200, help="held-out generic rows scored (the world's dev: all 204)")
 ap.add_argument("--threads", type=int, default=2)
-ap.add_argument("--sizes", type=int, nargs="+", default=[80, 400, 1400], help="training rows per run")
-ap.add_argument("--epochs", type=int, default=3)
-ap.add_argument("--eval", type=int, default=100, help="rows scored on train and on dev")
+ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--model", default=None, help="a policy folder (default: the packaged SmolLM2-135M-Instruct)")
+ap.add_argument("--out", default=None, help="append one JSON line per run to this file")
 args = ap.parse_args()
 for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[var] = str(args.threads)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import json  # noqa: E402
 import random  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections import defaultdict  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 from peft import LoraConfig, get_peft_model  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
 
+from search_r1_course.compare_skill import (answer_comparisons, comparison_sft_rows, generic_comparisons,  # noqa: E402
+                                            handed_comparisons, position_baselines)
 from search_r1_course.config import LoraArgs  # noqa: E402
-from search_r1_course.data import comma_list, load_named  # noqa: E402
+from search_r1_course.data import comma_list  # noqa: E402
 from search_r1_course.generate import left_pad  # noqa: E402
 from search_r1_course.policy import load_policy  # noqa: E402
-from search_r1_course.reward import exact_match, extract_answer  # noqa: E402
+from search_r1_course.warmstart import WarmStartConfig, comparison_skill  # noqa: E402
 from search_r1_course.world import build_world  # noqa: E402
 
 WORLD = build_world()
 
 
-def rows(tokenizer, split: str, n: int, seed: int) -> list[tuple[list[int], list[int], list[str]]]:
-    "(prompt ids, target ids, golden answers) for `n` comparisons of `split`, the two values stated after the question."
-    questions = load_named("world", split, "world_comparison")
-    out = []
-    for q in random.Random(seed).sample(questions, min(n, len(questions))):
-        ids, relation = q.meta["supporting_ids"], q.meta["relation"]
-        values = " ".join(f"{WORLD.entity(i).name}: {WORLD.entity(i).facts[relation]}." for i in ids)
-        prompt = tokenizer.apply_chat_template([{"role": "user", "content": f"{q.question}\n{values}"}],
-                                               add_generation_prompt=True, return_dict=True)["input_ids"]
-        target = tokenizer(f"<answer> {q.golden_answers[0]} </answer>", add_special_tokens=False).input_ids
-        out.append((list(prompt), target + [tokenizer.eos_token_id], list(q.golden_answers)))
-    return out
+def make_model(mode: str):
+    "The packaged policy in fp32, with a fresh LoRA adapter (`lora<rank>`) or every weight trainable (`full`)."
+    model, tokenizer = load_policy(args.model, dtype="fp32", threads=args.threads)
+    if mode == "full": return model, tokenizer
+    if not mode.startswith("lora") or not mode[4:].isdigit():
+        raise SystemExit(f"--mode: expected lora<rank> (lora16, lora256) or full, got {mode!r}")
+    rank, targets = int(mode[4:]), comma_list(LoraArgs().lora_targets)
+    return get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, task_type="CAUSAL_LM", target_modules=targets)), tokenizer
 
 
-@torch.no_grad()
-def accuracy(model, tokenizer, data, batch: int = 25) -> float:
-    "Share of rows whose greedy answer is exactly one of the golden answers."
-    model.eval()
-    right = 0
-    for i in range(0, len(data), batch):
-        chunk = data[i:i + batch]
-        ids, mask = left_pad([p for p, _, _ in chunk], tokenizer.pad_token_id or tokenizer.eos_token_id)
-        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=24, do_sample=False,
-                             pad_token_id=tokenizer.eos_token_id)
-        for (_, _, golds), row in zip(chunk, out[:, ids.shape[1]:]):
-            right += exact_match(extract_answer(tokenizer.decode(row, skip_special_tokens=True)) or "", golds) == 1.0
-    return right / len(data)
+def train(model, tokenizer, rows: dict, lr: float, batch: int) -> list[float]:
+    "One pass of supervised steps on the labelled tokens; the loss of every step."
+    torch.manual_seed(args.seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    order = random.Random(args.seed).sample(range(len(rows["input_ids"])), len(rows["input_ids"]))
+    steps = (len(order) + batch - 1) // batch
+    warm = max(1, steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * max(0.0, 1 - s / steps))
+    pad, losses = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id, []
+    model.train()
+    for s in tqdm(range(steps), desc="train", mininterval=30):
+        idx = order[s * batch:(s + 1) * batch]
+        ids, mask = left_pad([rows["input_ids"][i] for i in idx], pad)
+        labels = left_pad([rows["labels"][i] for i in idx], -100)[0]
+        keep = int((labels != -100).sum(1).max())   # the targets end every row (left padding): score the last `keep`
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+                           logits_to_keep=keep + 1).logits[:, :-1]
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), labels[:, -keep:].flatten(), ignore_index=-100)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step(); sched.step(); opt.zero_grad()
+        losses.append(loss.item())
+    return losses
 
 
-def train(model, tokenizer, data, epochs: int, lr: float = 2e-4, batch: int = 8) -> float:
-    "Supervised steps on the targets only (the prompt is masked); returns the last epoch's mean loss."
-    torch.manual_seed(0)
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
-    pad = tokenizer.pad_token_id or tokenizer.eos_token_id
-    for epoch in range(epochs):
-        model.train()
-        order = random.Random(epoch).sample(data, len(data))
-        losses = []
-        for i in range(0, len(order), batch):
-            chunk = order[i:i + batch]
-            width = max(len(p) + len(t) for p, t, _ in chunk)
-            ids = torch.full((len(chunk), width), pad)
-            labels = torch.full((len(chunk), width), -100)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for j, (p, t, _) in enumerate(chunk):
-                ids[j, :len(p) + len(t)] = torch.tensor(p + t)
-                labels[j, len(p):len(p) + len(t)] = torch.tensor(t)
-                mask[j, :len(p) + len(t)] = 1
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            losses.append(loss.item())
-    return sum(losses) / len(losses)
+def skill_stage(n: int, lr: float):
+    "The warm start's skill stage on `n` generic rows, as `warm_start` runs it: (merged model, tokenizer, SFT rows' tokens)."
+    if args.mode != "lora16" or args.rows != "generic":
+        raise SystemExit("--trainer warmstart trains the warm start's adapter (--mode lora16) on generic rows (--rows generic)")
+    model, tokenizer = load_policy(args.model, threads=args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        config = WarmStartConfig(model=args.model, threads=args.threads, skill_rows=n, skill_scratchpad=args.scratchpad or "none",
+                                 skill_learning_rate=lr, skill_batch_size=args.batch, prompt_style=args.style, seed=args.seed,
+                                 output_dir=tmp)
+        model, losses = comparison_skill(model, tokenizer, config, Path(tmp)/"skill")
+    return model, tokenizer, losses
+
+
+def score(model, tokenizer, rows) -> list[bool]:
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return answer_comparisons(model, tokenizer, rows, scratchpad=args.scratchpad, style=args.style)
+
+
+def share(verdicts) -> float: return round(sum(verdicts) / len(verdicts), 3)
 
 
 def main():
-    lora = LoraArgs()
-    print(f"model {args.model or 'packaged SmolLM2-135M-Instruct'}, bf16, {args.threads} threads, LoRA r{lora.lora_r} on "
-          f"{lora.lora_targets}, {args.epochs} epochs; chance is 0.50")
+    lr = args.lr or (5e-4 if args.mode.startswith("lora") else 5e-5)
+    if args.trainer == "warmstart": args.style = args.style or "short"
+    held = generic_comparisons(args.eval, seed=10_000 + args.seed, world=WORLD, name_seeds=[201])
+    dev = handed_comparisons("dev", WORLD)
+    base = position_baselines(dev)
+    print(f"{args.model or 'packaged SmolLM2-135M-Instruct'}, {args.mode}, lr {lr}, batch {args.batch}, one pass, {args.threads} threads, "
+          f"{args.rows} rows{f', {args.scratchpad} scratchpad' if args.scratchpad else ''}; world dev comparisons: always first "
+          f"{base['always first']:.3f}, always second {base['always second']:.3f}; held-out generic rows: 0.5 by construction")
     for n in args.sizes:
         t0 = time.perf_counter()
-        model, tokenizer = load_policy(args.model, dtype="bf16", threads=args.threads)
-        model = get_peft_model(model, LoraConfig(r=lora.lora_r, lora_alpha=lora.lora_alpha, task_type="CAUSAL_LM",
-                                                 target_modules=comma_list(lora.lora_targets)))
-        data = rows(tokenizer, "train", n, seed=0)
-        loss = train(model, tokenizer, data, args.epochs)
-        seen = accuracy(model, tokenizer, data[:args.eval])
-        dev = accuracy(model, tokenizer, rows(tokenizer, "dev", args.eval, seed=1))
-        print(f"N={n:5d}: last-epoch loss {loss:.3f}; accuracy on {min(n, args.eval)} trained rows {seen:.2f}, "
-              f"on {args.eval} dev rows {dev:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        if args.trainer == "warmstart":
+            model, tokenizer, losses = skill_stage(n, lr)
+            tokens = sum(map(len, comparison_sft_rows(generic_comparisons(n, seed=args.seed, world=WORLD), tokenizer,
+                                                      scratchpad=args.scratchpad, style=args.style)["input_ids"]))
+        else:
+            model, tokenizer = make_model(args.mode)
+            train_rows = (generic_comparisons(n, seed=args.seed, world=WORLD) if args.rows == "generic"
+                          else random.Random(args.seed).sample(handed_comparisons("train", WORLD), n))
+            sft = comparison_sft_rows(train_rows, tokenizer, scratchpad=args.scratchpad, style=args.style)
+            losses, tokens = train(model, tokenizer, sft, lr, args.batch), sum(map(len, sft["input_ids"]))
+        train_s = time.perf_counter() - t0
+        on_held, on_dev = score(model, tokenizer, held), score(model, tokenizer, dev)
+        by_position = defaultdict(list)
+        for row, ok in zip(held, on_held): by_position[row.position].append(ok)
+        result = dict(model=args.model or "SmolLM2-135M-Instruct", rows=args.rows, n=n, mode=args.mode, scratchpad=args.scratchpad, style=args.style, lr=lr, batch=args.batch,
+                      trainer=args.trainer, tokens=tokens, last_loss=round(sum(losses[-50:]) / len(losses[-50:]), 4),
+                      held_out_generic=share(on_held), world_dev=share(on_dev), **{k: round(v, 3) for k, v in base.items()},
+                      held_out_by_position={p: share(v) for p, v in sorted(by_position.items())},
+                      train_s=round(train_s), total_s=round(time.perf_counter() - t0), threads=args.threads)
+        print(f"N={n:6d} {args.mode}: held-out generic {result['held_out_generic']:.3f}, world dev {result['world_dev']:.3f} "
+              f"(train {train_s / 60:.1f} min, {result['tokens']} tokens, last loss {result['last_loss']:.3f})", flush=True)
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            with open(args.out, "a") as f: f.write(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,9 @@ class ExperimentConfig(RewardArgs, TrainDataArgs, SearchArgs, RolloutArgs, GRPOA
     warm_refine: bool = opt(False, "the oracle restates the bridge entity / the compared values (<think>)")
     warm_learning_rate: float = opt(2e-4)
     warm_epochs: int = opt(1, "passes over them")
+    warm_skill_rows: int = opt(0, "the warm start's comparison skill stage: generic comparison rows (no search) "
+                                  "trained on first (10_warmstart); 0: off")
+    warm_skill_scratchpad: str = opt("short", "what the skill rows write before the answer: short, long or none")
     probe_every: int = opt(10, "GRPO: sample the fixed dev probe every N steps (12d_probe; its time is not training; 0: off)")
     probe_n_per_source: int = opt(30, "the probe's dev questions per type")
 
@@ -86,6 +89,7 @@ def warm_config(config: ExperimentConfig) -> WarmStartConfig:
     "The warm-start stage: the experiment's policy, LoRA, rollout and search fields, and its warm_* fields."
     return derive(WarmStartConfig, config, data="world", sources=config.warm_sources, n_samples=config.warm_samples,
                   refine=config.warm_refine, learning_rate=config.warm_learning_rate, epochs=config.warm_epochs,
+                  skill_rows=config.warm_skill_rows, skill_scratchpad=config.warm_skill_scratchpad,
                   output_dir=str(config.out/"warm_start"))
 
 def eval_config(config: ExperimentConfig, prompt_style: str) -> EvalConfig:

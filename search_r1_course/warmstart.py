@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 import torch
 from transformers import TrainerCallback
 
+from .compare_skill import SCRATCHPADS, comparison_sft_rows, generic_comparisons
 from .config import LoraArgs, PolicyArgs, RolloutArgs, SearchArgs, opt
 from .data import Passage, QASample, comma_list, load_named, load_world_corpus
 from .generate import GenerationOutput
@@ -36,7 +37,7 @@ from .world import build_world
 # %% auto #0
 __all__ = ['BRIDGE_SENTENCES', 'oracle_turns', 'OracleGenerator', 'too_long_scripts', 'oracle_trajectories', 'decision_positions',
            'sft_rows', 'compact_lm_head_on_cpu', 'WarmStartConfig', 'rss_gb', 'release_memory', 'ReleaseMemory',
-           'lora_sft', 'WarmStartResult', 'warm_start']
+           'lora_sft', 'comparison_skill', 'WarmStartResult', 'warm_start']
 
 # %% ../nbs/10_warmstart.ipynb #6fd0dc38
 # What the oracle restates from a 2-hop question's first passage before it searches the entity that passage names
@@ -159,6 +160,11 @@ class WarmStartConfig(SearchArgs, RolloutArgs, LoraArgs, PolicyArgs):
     batch_size: int = opt(8, "trajectories per SFT step")
     teach_decision: float = opt(1.0, "share of the trajectories whose choice after a passage (the tag opening the next turn) "
                                      "is in the loss; 0: every such choice is left untaught")
+    skill_rows: int = opt(0, "the comparison skill stage (09c_compare_skill): generic comparison rows, values handed and no "
+                             "search, trained on before the oracle's trajectories; 0: off")
+    skill_scratchpad: str = opt("short", "what the skill rows write before the answer: 'short', 'long' or 'none'")
+    skill_learning_rate: float = opt(5e-4)
+    skill_batch_size: int = opt(16, "skill rows per SFT step")
     seed: int = opt(0)
     output_dir: str = opt("runs/warm_start")
 
@@ -167,6 +173,10 @@ class WarmStartConfig(SearchArgs, RolloutArgs, LoraArgs, PolicyArgs):
         if not self.lora: self.bad("lora", "True (the warm start trains a LoRA adapter and merges it into the weights)")
         if not self.learning_rate > 0: self.bad("learning_rate", "> 0")
         if not 0 <= self.teach_decision <= 1: self.bad("teach_decision", "a share in [0, 1]")
+        self.positive("skill_rows", at_least=0)
+        self.positive("skill_batch_size")
+        if self.skill_scratchpad not in ("none", *SCRATCHPADS): self.bad("skill_scratchpad", f"'none' or one of {SCRATCHPADS}")
+        if not self.skill_learning_rate > 0: self.bad("skill_learning_rate", "> 0")
 
 # %% ../nbs/10_warmstart.ipynb #565d8757
 def rss_gb() -> float | None:
@@ -213,6 +223,16 @@ def lora_sft(rows: dict[str, list[list[int]]], model, tokenizer, config, output_
     trainer.train()
     return trainer.model.merge_and_unload(), [h["loss"] for h in trainer.state.log_history if "loss" in h]
 
+# %% ../nbs/10_warmstart.ipynb #20cb0c1d
+def comparison_skill(model, tokenizer, config: WarmStartConfig, output_dir: str | os.PathLike,
+                     callbacks: Sequence = ()) -> tuple[torch.nn.Module, list[float]]:
+    "The skill stage: `lora_sft` on `config.skill_rows` generic comparison rows (values handed, no search); (merged model, losses)."
+    rows = generic_comparisons(config.skill_rows, seed=config.seed)
+    scratchpad = None if config.skill_scratchpad == "none" else config.skill_scratchpad
+    sft = comparison_sft_rows(rows, tokenizer, scratchpad, style=config.prompt_style)
+    step = dataclasses.replace(config, learning_rate=config.skill_learning_rate, batch_size=config.skill_batch_size, epochs=1)
+    return lora_sft(sft, model, tokenizer, step, output_dir, callbacks)
+
 # %% ../nbs/10_warmstart.ipynb #1884cf6e
 @dataclass
 class WarmStartResult:
@@ -236,7 +256,7 @@ def _rows(kept: Sequence[Trajectory], config: WarmStartConfig, tokenizer) -> dic
     return {k: a[k] + b[k] for k in a}
 
 def warm_start(config: WarmStartConfig, model=None, tokenizer=None, callbacks: Sequence = ()) -> WarmStartResult:
-    "Play the oracle, fine-tune a LoRA adapter on its trajectories with TRL's SFTTrainer (and `callbacks`), save the merged model."
+    "Play the oracle, fine-tune a LoRA adapter on its trajectories with TRL's SFTTrainer (and `callbacks`), save the merged model (after the skill stage, if any)."
     t0 = time.perf_counter()
     if model is None: model, tokenizer = load_policy(config.model, dtype=config.dtype, device=config.device, threads=config.threads)
     engine = RolloutEngine(None, make_protocol(config, tokenizer), make_search_tool(search_config(config)), tokenizer,
@@ -250,11 +270,12 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None, callbacks: S
     kept, counts = oracle_trajectories(_sample(config), engine, corpus, facts)
     if not kept: raise ValueError(f"warm start: none of {counts['played']} oracle trajectories found its answer "
                                   "(are max_new_tokens_per_turn and max_obs_tokens large enough for a whole turn and passage?)")
-    out = Path(config.output_dir)
+    out, skill_losses = Path(config.output_dir), []
+    if config.skill_rows: model, skill_losses = comparison_skill(model, tokenizer, config, out/"skill", callbacks)
     merged, losses = lora_sft(_rows(kept, config, tokenizer), model, tokenizer, config, out/"sft", callbacks)
     merged.save_pretrained(out/"model")
     tokenizer.save_pretrained(out/"model")
     example = render_trajectory(kept[0], tokenizer)   # one demonstration, as the policy was taught it
     (out/"warm_start.json").write_text(json.dumps({"config": config.to_dict(), "counts": counts, "losses": losses,
-                                                   "example": example}, indent=1))
+                                                   "skill_losses": skill_losses, "example": example}, indent=1))
     return WarmStartResult(out/"model", counts, losses, time.perf_counter() - t0, example)
