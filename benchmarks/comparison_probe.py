@@ -1,13 +1,15 @@
 """Can the packaged policy learn to compare two values it is given? A supervised probe, apart from search.
 
     python benchmarks/comparison_probe.py --sizes 1000 4000 16000 [--mode lora16|lora256|full] [--scratchpad [long|short]]
-        [--rows generic|world] [--threads 2] [--out benchmarks/results/comparison_curve.jsonl]
+        [--rows generic|world] [--handed values|passages] [--threads 2] [--out benchmarks/results/comparison_curve.jsonl]
 
 The main job's comparisons ("Who was born first, A or B?") stay near chance after warm start and GRPO, although the
 policy retrieves both passages on all of them. This probe takes search and reading out: each row states the two
 values after the question ("A: 1852. B: 1871.") and the target is `<answer> B </answer>` (with --scratchpad, a line of
 working first: `long`, or `short` enough for the main job's 40-token turn). Rows come from `09c_compare_skill`: generic rows (invented names, values over the world's ranges,
-balanced by first differing digit, direction and answer position) or the world's own training comparisons.
+balanced by first differing digit, direction and answer position) or the world's own training comparisons. With
+--handed passages the values come as in the task: each entity's passage in a search-result turn after the question
+(no search turn), the generic entities' passages written by the world's templates with the rows' values.
 
 Each size is one run from the packaged policy: one pass over N rows (batches of --batch, AdamW, linear warm-up over the
 first 5% then linear decay, gradients clipped at 1), the weights in fp32 and the matmuls in bf16 (autocast), the LM
@@ -15,7 +17,7 @@ head on the target tokens only. --mode picks LoRA on every projection at rank 16
 weight. Then greedy answers are scored on --eval held-out generic rows (names from another world, fresh values) and
 on the world's dev comparisons with their values handed, beside the trivial baselines (always the first entity named,
 always the second). Figures are one run per point (seed fixed); run nothing else CPU-heavy meanwhile. Each run
-appends one JSON line to --out.
+appends one JSON line to --out. --save keeps the trained policy (one size); --sizes 0 scores --model as it is.
 """
 import argparse
 import os
@@ -26,6 +28,8 @@ ap.add_argument("--mode", default="lora16", help="lora<rank> (lora16, lora256) o
 ap.add_argument("--scratchpad", nargs="?", const="long", choices=("long", "short"), default=None,
                 help="targets write the comparison out before the answer (alone: long)")
 ap.add_argument("--rows", choices=("generic", "world"), default="generic", help="training rows")
+ap.add_argument("--handed", choices=("values", "passages"), default="values",
+                help="the two values stated after the question, or inside the two entities' passages")
 ap.add_argument("--style", default=None, help="ask each row in this prompt style (short: the warm-started policy's); "
                                               "default: an empty system message")
 ap.add_argument("--trainer", choices=("probe", "warmstart"), default="probe",
@@ -38,6 +42,7 @@ ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--model", default=None, help="a policy folder (default: the packaged SmolLM2-135M-Instruct)")
 ap.add_argument("--out", default=None, help="append one JSON line per run to this file")
+ap.add_argument("--save", default=None, help="save the trained policy (merged) to this folder; one size only")
 args = ap.parse_args()
 for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[var] = str(args.threads)
@@ -56,7 +61,7 @@ from peft import LoraConfig, get_peft_model  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from search_r1_course.compare_skill import (answer_comparisons, comparison_sft_rows, generic_comparisons,  # noqa: E402
-                                            handed_comparisons, position_baselines)
+                                            handed_comparisons, position_baselines, with_passages)
 from search_r1_course.config import LoraArgs  # noqa: E402
 from search_r1_course.data import comma_list  # noqa: E402
 from search_r1_course.generate import left_pad  # noqa: E402
@@ -111,15 +116,23 @@ def skill_stage(n: int, lr: float):
     model, tokenizer = load_policy(args.model, threads=args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         config = WarmStartConfig(model=args.model, threads=args.threads, skill_rows=n, skill_scratchpad=args.scratchpad or "none",
+                                 skill_handed=args.handed,
                                  skill_learning_rate=lr, skill_batch_size=args.batch, prompt_style=args.style, seed=args.seed,
                                  output_dir=tmp)
         model, losses = comparison_skill(model, tokenizer, config, Path(tmp)/"skill")
     return model, tokenizer, losses
 
 
+def training_rows(n: int) -> list:
+    "The rows a run of `n` trains on (the skill stage makes the same generic rows from the same seed)."
+    if args.rows == "world": return random.Random(args.seed).sample(handed_comparisons("train", WORLD), n)
+    rows = generic_comparisons(n, seed=args.seed, world=WORLD)
+    return with_passages(rows, WORLD, seed=args.seed) if args.handed == "passages" else rows
+
+
 def score(model, tokenizer, rows) -> list[bool]:
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        return answer_comparisons(model, tokenizer, rows, scratchpad=args.scratchpad, style=args.style)
+        return answer_comparisons(model, tokenizer, rows, scratchpad=args.scratchpad, style=args.style, handed=args.handed)
 
 
 def share(verdicts) -> float: return round(sum(verdicts) / len(verdicts), 3)
@@ -128,35 +141,41 @@ def share(verdicts) -> float: return round(sum(verdicts) / len(verdicts), 3)
 def main():
     lr = args.lr or (5e-4 if args.mode.startswith("lora") else 5e-5)
     if args.trainer == "warmstart": args.style = args.style or "short"
+    if args.save and len(args.sizes) != 1: raise SystemExit(f"--save keeps one policy: give one size, got {args.sizes}")
     held = generic_comparisons(args.eval, seed=10_000 + args.seed, world=WORLD, name_seeds=[201])
+    if args.handed == "passages": held = with_passages(held, WORLD, name_seeds=[201], seed=10_000 + args.seed)
     dev = handed_comparisons("dev", WORLD)
     base = position_baselines(dev)
     print(f"{args.model or 'packaged SmolLM2-135M-Instruct'}, {args.mode}, lr {lr}, batch {args.batch}, one pass, {args.threads} threads, "
-          f"{args.rows} rows{f', {args.scratchpad} scratchpad' if args.scratchpad else ''}; world dev comparisons: always first "
+          f"{args.rows} rows{f', {args.scratchpad} scratchpad' if args.scratchpad else ''}, {args.handed} handed; world dev comparisons: always first "
           f"{base['always first']:.3f}, always second {base['always second']:.3f}; held-out generic rows: 0.5 by construction")
     for n in args.sizes:
         t0 = time.perf_counter()
-        if args.trainer == "warmstart":
+        if n == 0:   # score --model as it is
+            (model, tokenizer), losses, tokens = load_policy(args.model, threads=args.threads), [], 0
+        elif args.trainer == "warmstart":
             model, tokenizer, losses = skill_stage(n, lr)
-            tokens = sum(map(len, comparison_sft_rows(generic_comparisons(n, seed=args.seed, world=WORLD), tokenizer,
-                                                      scratchpad=args.scratchpad, style=args.style)["input_ids"]))
+            tokens = sum(map(len, comparison_sft_rows(training_rows(n), tokenizer, scratchpad=args.scratchpad, style=args.style,
+                                                      handed=args.handed)["input_ids"]))
         else:
             model, tokenizer = make_model(args.mode)
-            train_rows = (generic_comparisons(n, seed=args.seed, world=WORLD) if args.rows == "generic"
-                          else random.Random(args.seed).sample(handed_comparisons("train", WORLD), n))
-            sft = comparison_sft_rows(train_rows, tokenizer, scratchpad=args.scratchpad, style=args.style)
+            sft = comparison_sft_rows(training_rows(n), tokenizer, scratchpad=args.scratchpad, style=args.style, handed=args.handed)
             losses, tokens = train(model, tokenizer, sft, lr, args.batch), sum(map(len, sft["input_ids"]))
+            if hasattr(model, "merge_and_unload"): model = model.merge_and_unload()
         train_s = time.perf_counter() - t0
+        if args.save:
+            model.save_pretrained(args.save); tokenizer.save_pretrained(args.save)
         on_held, on_dev = score(model, tokenizer, held), score(model, tokenizer, dev)
         by_position = defaultdict(list)
         for row, ok in zip(held, on_held): by_position[row.position].append(ok)
-        result = dict(model=args.model or "SmolLM2-135M-Instruct", rows=args.rows, n=n, mode=args.mode, scratchpad=args.scratchpad, style=args.style, lr=lr, batch=args.batch,
-                      trainer=args.trainer, tokens=tokens, last_loss=round(sum(losses[-50:]) / len(losses[-50:]), 4),
+        result = dict(model=args.model or "SmolLM2-135M-Instruct", rows=args.rows, n=n, mode=args.mode, scratchpad=args.scratchpad,
+                      handed=args.handed, style=args.style, lr=lr, batch=args.batch, trainer=args.trainer, tokens=tokens,
+                      last_loss=round(sum(losses[-50:]) / len(losses[-50:]), 4) if losses else None,
                       held_out_generic=share(on_held), world_dev=share(on_dev), **{k: round(v, 3) for k, v in base.items()},
                       held_out_by_position={p: share(v) for p, v in sorted(by_position.items())},
                       train_s=round(train_s), total_s=round(time.perf_counter() - t0), threads=args.threads)
         print(f"N={n:6d} {args.mode}: held-out generic {result['held_out_generic']:.3f}, world dev {result['world_dev']:.3f} "
-              f"(train {train_s / 60:.1f} min, {result['tokens']} tokens, last loss {result['last_loss']:.3f})", flush=True)
+              f"(train {train_s / 60:.1f} min, {result['tokens']} tokens, last loss {result['last_loss']})", flush=True)
         if args.out:
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             with open(args.out, "a") as f: f.write(json.dumps(result) + "\n")

@@ -7,6 +7,7 @@ Docs: https://search-r1-course.github.io/search_r1_course/compare_skill.html.md"
 # %% ../nbs/09c_compare_skill.ipynb #3b442aa4
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import defaultdict
 from dataclasses import dataclass
@@ -16,15 +17,18 @@ import torch
 
 from .data import load_named
 from .generate import left_pad
-from .protocol import PromptStyle, get_style
+from .protocol import PromptStyle, get_style, information_block
+from .retrievers import Hit
 from .reward import exact_match, extract_answer
-from .world import World, WorldConfig, build_world, make_entities
+from .search import format_observation
+from .world import World, WorldConfig, WorldEntity, build_world, make_entities, render_passage
 from .world_text import COMPARISON
 
 # %% auto #0
-__all__ = ['SCRATCHPADS', 'value_ranges', 'invented_names', 'first_difference', 'value_pair', 'positions', 'ComparisonRow',
-           'generic_comparisons', 'handed_comparisons', 'position_baselines', 'comparison_prompt', 'comparison_target',
-           'comparison_messages', 'comparison_sft_rows', 'answer_comparisons']
+__all__ = ['SCRATCHPADS', 'HANDED', 'value_ranges', 'invented_entities', 'invented_names', 'first_difference', 'value_pair',
+           'positions', 'ComparisonRow', 'generic_comparisons', 'result_text', 'handed_comparisons',
+           'position_baselines', 'with_passages', 'comparison_prompt', 'comparison_target', 'comparison_messages',
+           'comparison_sft_rows', 'answer_comparisons']
 
 # %% ../nbs/09c_compare_skill.ipynb #ac4f3e1c
 def value_ranges(world: World) -> dict[tuple[str, str], tuple[int, int, int]]:
@@ -37,15 +41,22 @@ def value_ranges(world: World) -> dict[tuple[str, str], tuple[int, int, int]]:
     return out
 
 # %% ../nbs/09c_compare_skill.ipynb #d7f06611
-def invented_names(world: World, seeds: Sequence[int]) -> dict[str, list[str]]:
-    "`{entity type: names}` from the worlds of `seeds` (default sizes), without any name or alias of `world`."
-    taken = {n.lower() for e in world.entities for n in (e.name, *e.aliases)}
-    names = defaultdict(set)
+def invented_entities(world: World, seeds: Sequence[int]) -> dict[tuple[str, str], tuple[WorldEntity, dict]]:
+    "`{(entity type, name): (entity, its world's entities by id)}` from the worlds of `seeds`, without any name or alias of `world`."
+    taken, out = {n.lower() for e in world.entities for n in (e.name, *e.aliases)}, {}
     for seed in seeds:
         if seed == world.config.seed: raise ValueError(f"seed {seed} is the world's own: its names are world entities")
-        for e in make_entities(WorldConfig.default(seed)):
-            if e.name.lower() not in taken: names[e.etype].add(e.name)
-    return {k: sorted(v) for k, v in names.items()}
+        ents = make_entities(WorldConfig.default(seed))
+        by_id = {e.id: e for e in ents}
+        for e in ents:
+            if e.name.lower() not in taken: out.setdefault((e.etype, e.name), (e, by_id))
+    return out
+
+def invented_names(world: World, seeds: Sequence[int]) -> dict[str, list[str]]:
+    "`{entity type: names}` from the worlds of `seeds` (default sizes), without any name or alias of `world`."
+    names = defaultdict(list)
+    for etype, name in sorted(invented_entities(world, seeds)): names[etype].append(name)
+    return dict(names)
 
 # %% ../nbs/09c_compare_skill.ipynb #df1153de
 def first_difference(a: int, b: int, width: int) -> int:
@@ -81,6 +92,7 @@ class ComparisonRow:
     etype: str                         # the entities' type
     relation: str
     position: int                      # the first digit where the two values differ
+    passages: tuple[str, ...] = ()     # the two entities' passages as the search tool shows them, when known
 
     @property
     def answer(self) -> str: return self.golden_answers[0]
@@ -116,8 +128,12 @@ def generic_comparisons(n: int, seed: int = 0, world: World | None = None,
     return rows
 
 # %% ../nbs/09c_compare_skill.ipynb #fd690c8c
+def result_text(title: str, text: str) -> str:
+    "A passage as the search tool returns it at top-1: `Doc 1(Title: T) text` (`02c_search`)."
+    return format_observation([Hit("", title, text)])
+
 def handed_comparisons(split: str, world: World | None = None, data: str = "world") -> list[ComparisonRow]:
-    "The comparison questions of `split` with the values of the two entities they name (from the world's facts)."
+    "The comparison questions of `split` with the values of the two entities they name (the world's facts) and their passages."
     world = world or build_world()
     ranges, rows = value_ranges(world), []
     for q in load_named(data, split, "world_comparison"):
@@ -128,13 +144,32 @@ def handed_comparisons(split: str, world: World | None = None, data: str = "worl
         want = "smaller" if values[answer] < values[1 - answer] else "larger"
         width = len(str(ranges[(ents[0].etype, rel)][1]))
         rows.append(ComparisonRow(q.question, (ents[0].name, ents[1].name), values, want, tuple(q.golden_answers),
-                                  ents[0].etype, rel, first_difference(*values, width)))
+                                  ents[0].etype, rel, first_difference(*values, width),
+                                  tuple(result_text(world.passage(i).title, world.passage(i).text) for i in ids)))
     return rows
 
 def position_baselines(rows: Sequence[ComparisonRow]) -> dict[str, float]:
     "The scores of always answering the first entity named, and always the second."
     first = sum(r.answer_first for r in rows) / len(rows)
     return {"always first": first, "always second": 1 - first}
+
+# %% ../nbs/09c_compare_skill.ipynb #5688a97c
+def with_passages(rows: Sequence[ComparisonRow], world: World | None = None, name_seeds: Sequence[int] = range(101, 106),
+                  seed: int = 0) -> list[ComparisonRow]:
+    "Generic `rows` (made with the same `name_seeds`) with their two entities' passages, written with the rows' values."
+    world = world or build_world()
+    ents, rng, out = invented_entities(world, name_seeds), random.Random(seed), []
+    for r in rows:
+        texts = []
+        for name, value in zip(r.names, r.values):
+            if (r.etype, name) not in ents:
+                raise KeyError(f"{name!r} is not an invented {r.etype} of the worlds {list(name_seeds)}: "
+                               "pass with_passages the name_seeds the rows were made with")
+            e, by_id = ents[(r.etype, name)]
+            p = render_passage(dataclasses.replace(e, facts={**e.facts, r.relation: value}), by_id, rng)
+            texts.append(result_text(p.title, p.text))
+        out.append(dataclasses.replace(r, passages=tuple(texts)))
+    return out
 
 # %% ../nbs/09c_compare_skill.ipynb #2c402351
 SCRATCHPADS = ("long", "short")
@@ -155,23 +190,31 @@ def comparison_target(row: ComparisonRow, scratchpad: str | None = None) -> str:
     return f"{compared}, so the smaller is {small[1]} and the larger is {large[1]}. The question asks for the {row.want}. {answer}"
 
 # %% ../nbs/09c_compare_skill.ipynb #ee3b7335
-def comparison_messages(row: ComparisonRow, style: str | PromptStyle | None = None) -> list[dict]:
-    "Chat messages that ask `row`: an empty system message, or `style`'s system message and user template."
-    if style is None: return [{"role": "system", "content": ""}, {"role": "user", "content": comparison_prompt(row)}]
-    style = get_style(style)
-    return ([{"role": "system", "content": style.system}] if style.system else []) + [
-        {"role": "user", "content": style.user(comparison_prompt(row))}]
+HANDED = ("values", "passages")
 
-def _prompt_ids(tokenizer, row: ComparisonRow, style) -> list[int]:
-    return list(tokenizer.apply_chat_template(comparison_messages(row, style), add_generation_prompt=True,
+def comparison_messages(row: ComparisonRow, style: str | PromptStyle | None = None, handed: str = "values") -> list[dict]:
+    "Chat messages that ask `row`: an empty system message, or `style`'s system message and user template; then the values or the passages."
+    if handed not in HANDED: raise ValueError(f"handed: expected one of {HANDED}, got {handed!r}")
+    if handed == "passages" and len(row.passages) != 2:
+        raise ValueError(f"{row.question!r} carries {len(row.passages)} passages, expected 2: make generic rows with with_passages")
+    if style is None: head, user = [{"role": "system", "content": ""}], (lambda q: q)
+    else:
+        style = get_style(style)
+        head, user = ([{"role": "system", "content": style.system}] if style.system else []), style.user
+    if handed == "values": return head + [{"role": "user", "content": user(comparison_prompt(row))}]
+    return head + [{"role": "user", "content": user(row.question)}] + [
+        {"role": "user", "content": information_block(p)} for p in row.passages]
+
+def _prompt_ids(tokenizer, row: ComparisonRow, style, handed: str = "values") -> list[int]:
+    return list(tokenizer.apply_chat_template(comparison_messages(row, style, handed), add_generation_prompt=True,
                                               return_dict=True)["input_ids"])
 
 def comparison_sft_rows(rows: Sequence[ComparisonRow], tokenizer, scratchpad: str | None = None,
-                        style: str | PromptStyle | None = None) -> dict[str, list[list[int]]]:
+                        style: str | PromptStyle | None = None, handed: str = "values") -> dict[str, list[list[int]]]:
     "Columns `input_ids` and `labels` (-100 on the prompt) for supervised training on `rows`."
     out = {"input_ids": [], "labels": []}
     for row in rows:
-        prompt = _prompt_ids(tokenizer, row, style)
+        prompt = _prompt_ids(tokenizer, row, style, handed)
         target = tokenizer(comparison_target(row, scratchpad), add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
         out["input_ids"].append(prompt + target)
         out["labels"].append([-100] * len(prompt) + target)
@@ -180,14 +223,14 @@ def comparison_sft_rows(rows: Sequence[ComparisonRow], tokenizer, scratchpad: st
 # %% ../nbs/09c_compare_skill.ipynb #80838b5d
 @torch.no_grad()
 def answer_comparisons(model, tokenizer, rows: Sequence[ComparisonRow], scratchpad: str | None = None,
-                       style: str | PromptStyle | None = None, batch_size: int = 50) -> list[bool]:
+                       style: str | PromptStyle | None = None, batch_size: int = 50, handed: str = "values") -> list[bool]:
     "Whether the policy's greedy answer to each row is right (its answer tag, exact match)."
     model.eval()
     pad, out = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id, []
     new = 24 + (48 if scratchpad else 0)
     for i in range(0, len(rows), batch_size):
         chunk = rows[i:i + batch_size]
-        ids, mask = left_pad([_prompt_ids(tokenizer, r, style) for r in chunk], pad, device=model.device)
+        ids, mask = left_pad([_prompt_ids(tokenizer, r, style, handed) for r in chunk], pad, device=model.device)
         made = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, do_sample=False, pad_token_id=pad)
         for row, seq in zip(chunk, made[:, ids.shape[1]:]):
             answer = extract_answer(tokenizer.decode(seq, skip_special_tokens=True))

@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 import torch
 from transformers import TrainerCallback
 
-from .compare_skill import SCRATCHPADS, comparison_sft_rows, generic_comparisons
+from .compare_skill import HANDED, SCRATCHPADS, comparison_sft_rows, generic_comparisons, with_passages
 from .config import LoraArgs, PolicyArgs, RolloutArgs, SearchArgs, opt
 from .data import Passage, QASample, comma_list, load_named, load_world_corpus
 from .generate import GenerationOutput
@@ -163,6 +163,8 @@ class WarmStartConfig(SearchArgs, RolloutArgs, LoraArgs, PolicyArgs):
     skill_rows: int = opt(0, "the comparison skill stage (09c_compare_skill): generic comparison rows, values handed and no "
                              "search, trained on before the oracle's trajectories; 0: off")
     skill_scratchpad: str = opt("short", "what the skill rows write before the answer: 'short', 'long' or 'none'")
+    skill_handed: str = opt("values", "how a skill row gives the two values: 'values' stated after the question, or 'passages': "
+                                      "each entity's passage as a search result turn (still no search)")
     skill_learning_rate: float = opt(5e-4)
     skill_batch_size: int = opt(16, "skill rows per SFT step")
     seed: int = opt(0)
@@ -176,6 +178,7 @@ class WarmStartConfig(SearchArgs, RolloutArgs, LoraArgs, PolicyArgs):
         self.positive("skill_rows", at_least=0)
         self.positive("skill_batch_size")
         if self.skill_scratchpad not in ("none", *SCRATCHPADS): self.bad("skill_scratchpad", f"'none' or one of {SCRATCHPADS}")
+        if self.skill_handed not in HANDED: self.bad("skill_handed", f"one of {HANDED}")
         if not self.skill_learning_rate > 0: self.bad("skill_learning_rate", "> 0")
 
 # %% ../nbs/10_warmstart.ipynb #565d8757
@@ -226,10 +229,11 @@ def lora_sft(rows: dict[str, list[list[int]]], model, tokenizer, config, output_
 # %% ../nbs/10_warmstart.ipynb #20cb0c1d
 def comparison_skill(model, tokenizer, config: WarmStartConfig, output_dir: str | os.PathLike,
                      callbacks: Sequence = ()) -> tuple[torch.nn.Module, list[float]]:
-    "The skill stage: `lora_sft` on `config.skill_rows` generic comparison rows (values handed, no search); (merged model, losses)."
+    "The skill stage: `lora_sft` on `config.skill_rows` generic comparison rows (values or passages handed, no search); (merged model, losses)."
     rows = generic_comparisons(config.skill_rows, seed=config.seed)
+    if config.skill_handed == "passages": rows = with_passages(rows, seed=config.seed)
     scratchpad = None if config.skill_scratchpad == "none" else config.skill_scratchpad
-    sft = comparison_sft_rows(rows, tokenizer, scratchpad, style=config.prompt_style)
+    sft = comparison_sft_rows(rows, tokenizer, scratchpad, style=config.prompt_style, handed=config.skill_handed)
     step = dataclasses.replace(config, learning_rate=config.skill_learning_rate, batch_size=config.skill_batch_size, epochs=1)
     return lora_sft(sft, model, tokenizer, step, output_dir, callbacks)
 

@@ -52,3 +52,21 @@ def test_probe_runs_the_warm_starts_skill_stage(tmp_path):
     assert r["trainer"] == "warmstart" and r["style"] == "short" and r["scratchpad"] == "short" and r["tokens"] > 16 * 60
     wrong = _run("--sizes", "16", "--trainer", "warmstart", "--mode", "full", tmp_path=tmp_path)
     assert wrong.returncode != 0 and "--trainer warmstart trains the warm start's adapter" in wrong.stderr
+
+
+def test_probe_hands_passages_saves_the_policy_and_scores_a_saved_one(tmp_path):
+    out, saved = tmp_path/"curve.jsonl", tmp_path/"skilled"
+    done = _run("--sizes", "16", "--batch", "8", "--trainer", "warmstart", "--scratchpad", "short", "--handed", "passages",
+                "--save", str(saved), "--out", str(out), tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (r,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert r["handed"] == "passages" and r["tokens"] > 16 * 150   # two passages make a row about 240 tokens long
+    assert (saved/"model.safetensors").exists() and (saved/"tokenizer.json").exists()
+    again = subprocess.run([sys.executable, str(PROBE), "--model", str(saved), "--threads", "1", "--eval", "8", "--sizes", "0",
+                            "--handed", "passages", "--scratchpad", "short", "--out", str(out)],
+                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    scored = json.loads(out.read_text().splitlines()[-1])
+    assert scored["n"] == 0 and scored["tokens"] == 0 and scored["last_loss"] is None and scored["model"] == str(saved)
+    two = _run("--sizes", "16", "32", "--save", str(saved), tmp_path=tmp_path)
+    assert two.returncode != 0 and "--save keeps one policy" in two.stderr
