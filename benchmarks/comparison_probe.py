@@ -66,7 +66,7 @@ from search_r1_course.config import LoraArgs  # noqa: E402
 from search_r1_course.data import comma_list  # noqa: E402
 from search_r1_course.generate import left_pad  # noqa: E402
 from search_r1_course.policy import load_policy  # noqa: E402
-from search_r1_course.warmstart import WarmStartConfig, comparison_skill  # noqa: E402
+from search_r1_course.warmstart import WarmStartConfig, comparison_skill, skill_sft_rows  # noqa: E402
 from search_r1_course.world import build_world  # noqa: E402
 
 WORLD = build_world()
@@ -110,7 +110,7 @@ def train(model, tokenizer, rows: dict, lr: float, batch: int) -> list[float]:
 
 
 def skill_stage(n: int, lr: float):
-    "The warm start's skill stage on `n` generic rows, as `warm_start` runs it: (merged model, tokenizer, SFT rows' tokens)."
+    "The warm start's skill stage on `n` generic rows, as `warm_start` runs it: (merged model, tokenizer, losses, tokens)."
     if args.mode != "lora16" or args.rows != "generic":
         raise SystemExit("--trainer warmstart trains the warm start's adapter (--mode lora16) on generic rows (--rows generic)")
     model, tokenizer = load_policy(args.model, threads=args.threads)
@@ -119,12 +119,13 @@ def skill_stage(n: int, lr: float):
                                  skill_handed=args.handed,
                                  skill_learning_rate=lr, skill_batch_size=args.batch, prompt_style=args.style, seed=args.seed,
                                  output_dir=tmp)
-        model, losses = comparison_skill(model, tokenizer, config, Path(tmp)/"skill")
-    return model, tokenizer, losses
+        sft = skill_sft_rows(config, tokenizer)
+        model, losses = comparison_skill(model, tokenizer, config, Path(tmp)/"skill", sft=sft)
+    return model, tokenizer, losses, sum(map(len, sft["input_ids"]))
 
 
 def training_rows(n: int) -> list:
-    "The rows a run of `n` trains on (the skill stage makes the same generic rows from the same seed)."
+    "The rows a run of this script's own loop trains on."
     if args.rows == "world": return random.Random(args.seed).sample(handed_comparisons("train", WORLD), n)
     rows = generic_comparisons(n, seed=args.seed, world=WORLD)
     return with_passages(rows, WORLD, seed=args.seed) if args.handed == "passages" else rows
@@ -154,9 +155,7 @@ def main():
         if n == 0:   # score --model as it is
             (model, tokenizer), losses, tokens = load_policy(args.model, threads=args.threads), [], 0
         elif args.trainer == "warmstart":
-            model, tokenizer, losses = skill_stage(n, lr)
-            tokens = sum(map(len, comparison_sft_rows(training_rows(n), tokenizer, scratchpad=args.scratchpad, style=args.style,
-                                                      handed=args.handed)["input_ids"]))
+            model, tokenizer, losses, tokens = skill_stage(n, lr)
         else:
             model, tokenizer = make_model(args.mode)
             sft = comparison_sft_rows(training_rows(n), tokenizer, scratchpad=args.scratchpad, style=args.style, handed=args.handed)

@@ -37,7 +37,7 @@ from .world import build_world
 # %% auto #0
 __all__ = ['BRIDGE_SENTENCES', 'oracle_turns', 'OracleGenerator', 'too_long_scripts', 'oracle_trajectories', 'decision_positions',
            'sft_rows', 'compact_lm_head_on_cpu', 'WarmStartConfig', 'rss_gb', 'release_memory', 'ReleaseMemory',
-           'lora_sft', 'comparison_skill', 'WarmStartResult', 'warm_start']
+           'lora_sft', 'skill_sft_rows', 'comparison_skill', 'WarmStartResult', 'warm_start']
 
 # %% ../nbs/10_warmstart.ipynb #6fd0dc38
 # What the oracle restates from a 2-hop question's first passage before it searches the entity that passage names
@@ -227,13 +227,17 @@ def lora_sft(rows: dict[str, list[list[int]]], model, tokenizer, config, output_
     return trainer.model.merge_and_unload(), [h["loss"] for h in trainer.state.log_history if "loss" in h]
 
 # %% ../nbs/10_warmstart.ipynb #20cb0c1d
-def comparison_skill(model, tokenizer, config: WarmStartConfig, output_dir: str | os.PathLike,
-                     callbacks: Sequence = ()) -> tuple[torch.nn.Module, list[float]]:
-    "The skill stage: `lora_sft` on `config.skill_rows` generic comparison rows (values or passages handed, no search); (merged model, losses)."
+def skill_sft_rows(config: WarmStartConfig, tokenizer) -> dict[str, list[list[int]]]:
+    "The skill stage's SFT rows: `config.skill_rows` generic comparison rows, values or passages handed, no search."
     rows = generic_comparisons(config.skill_rows, seed=config.seed)
     if config.skill_handed == "passages": rows = with_passages(rows, seed=config.seed)
     scratchpad = None if config.skill_scratchpad == "none" else config.skill_scratchpad
-    sft = comparison_sft_rows(rows, tokenizer, scratchpad, style=config.prompt_style, handed=config.skill_handed)
+    return comparison_sft_rows(rows, tokenizer, scratchpad, style=config.prompt_style, handed=config.skill_handed)
+
+def comparison_skill(model, tokenizer, config: WarmStartConfig, output_dir: str | os.PathLike,
+                     callbacks: Sequence = (), sft: dict | None = None) -> tuple[torch.nn.Module, list[float]]:
+    "The skill stage: `lora_sft` on `sft` (default: `skill_sft_rows(config, tokenizer)`); (merged model, losses)."
+    sft = skill_sft_rows(config, tokenizer) if sft is None else sft
     step = dataclasses.replace(config, learning_rate=config.skill_learning_rate, batch_size=config.skill_batch_size, epochs=1)
     return lora_sft(sft, model, tokenizer, step, output_dir, callbacks)
 
