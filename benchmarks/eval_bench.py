@@ -33,12 +33,16 @@ for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import sys  # noqa: E402
 import time  # noqa: E402
 
 from search_r1_course.data import load_named, sample_per_source  # noqa: E402
 from search_r1_course.evaluation import EvalConfig, grade, make_eval_engine  # noqa: E402
 from search_r1_course.policy import load_policy  # noqa: E402
 from search_r1_course.experiment import ExperimentConfig  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine_roof import describe  # noqa: E402
 
 TARGET_S = 180.0  # per 600 questions
 
@@ -58,6 +62,7 @@ def ungrouped(engine, samples):
 
 def chunked(engine, samples):
     engine.generator.row_cache, engine.generator.fast_attention, engine.generator.grouped_prefill = None, False, False
+    engine.generator.packed = None
     out = []
     for i in range(0, len(samples), args.batch_size): out += engine.run(samples[i:i + args.batch_size], group_size=1, seed=0)
     return out
@@ -67,6 +72,7 @@ def main():
     model, tok = load_policy(args.model, dtype="bf16", threads=args.threads, merge_adapter=True)
     samples = sample_per_source(load_named("world", "test"), args.n_per_type, seed=0)
     print(f"{args.model or 'packaged model'}: {len(samples)} questions, {args.threads} threads, batch {args.batch_size}; load average {load()}")
+    print("calibration:", describe(model, rows=args.batch_size)[1], flush=True)
     print(f"{'prompt':>6} {'path':>34} {'seconds':>8} {'q/s':>6} {'EM':>6} {'searches':>8} {'vs 3 min / 600 q':>16}")
     for style in args.prompt_styles:
         config = EvalConfig.like(ExperimentConfig(), prompt_style=style, n_per_source=args.n_per_type, batch_size=args.batch_size)

@@ -10,8 +10,8 @@ e.g. runs/cpu/warm_start/model); the default, the untrained packaged model, writ
 Per variant: --steps optimizer steps after one warm-up step (not counted); the medians of the training log's
 `time/step_s`, `time/rollout_s` and `time/update_s` (everything but the rollout: rewards, the loss's forward and
 backward passes, the optimizer). "baseline" is the same trainer with the course's speed-ups switched off: the rollout
-generator's row cache, decode attention, grouped prefill, folded LoRA weights, cumulative-distribution sampling and
-the contiguous input of the LM head (without it torch copies the frozen head once per row); in the update, the completion-only LM head (TRL then scores every
+generator's row cache, decode attention, grouped prefill, folded LoRA weights, packed weights, cumulative-distribution
+sampling and the contiguous input of the LM head (without it torch copies the frozen head once per row); in the update, the completion-only LM head (TRL then scores every
 position of each sequence, prompt and padding included, as it does on any device without Triton), the skipped
 observation tokens, the micro-batches' trimmed padding and their order by length. --unsorted measures the cached trainer
 again with TRL's shuffle instead of that order. --main-job takes the main job's GRPO stage instead of the preset
@@ -38,13 +38,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 
 import dataclasses  # noqa: E402
 
 from search_r1_course.experiment import ExperimentConfig, grpo_config  # noqa: E402
 from search_r1_course.fast_generate import contiguous_head_input  # noqa: E402
+from search_r1_course.policy import load_policy  # noqa: E402
 from search_r1_course.trainer import build_trainer, compact_lm_head_on_cpu, get_preset, peak_rss_gb, read_metrics  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine_roof import describe  # noqa: E402
 
 TARGET_S = 10.0
 
@@ -69,7 +74,7 @@ def measure(name: str, cached: bool, out: str, accumulation: int = 4, sort: bool
     if not cached:
         generator = trainer.rollout_recorder.engine.generator
         generator.row_cache, generator.fast_attention, generator.grouped_prefill = None, False, False
-        generator.merged_lora, generator.cdf_sampling = None, False
+        generator.merged_lora, generator.cdf_sampling, generator.packed = None, False, None
         contiguous_head_input(generator.model, enabled=False)
         compact_lm_head_on_cpu(False)
         trainer.skip_tool_tokens = trainer.trim_micro_batches = False
@@ -86,6 +91,9 @@ def measure(name: str, cached: bool, out: str, accumulation: int = 4, sort: bool
 def main():
     print(f"model {args.model or 'packaged SmolLM2-135M-Instruct'}, {args.threads} threads, {args.steps} measured steps, "
           f"{'the main job' if args.main_job else 'the cpu preset'}")
+    model, _ = load_policy(args.model, dtype="bf16", threads=args.threads)
+    print("calibration:", describe(model, rows=24 if args.main_job else 16)[1], f"(load average {load()})", flush=True)
+    del model
     with tempfile.TemporaryDirectory() as d:
         new = measure("cached", True, os.path.join(d, "cached"), args.micro_batches[0])
         if not args.skip_baseline:

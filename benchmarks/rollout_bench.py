@@ -4,14 +4,17 @@
 
 What is measured (one run of the script measures everything it prints, so ratios compare like with like):
 
-* **the roof**: bfloat16 matrix products of 2048 x 2048 (GFLOP/s, median of 10), divided by what SmolLM2-135M costs
-  per token (2 x 134.5M parameters = 0.27 GFLOP): the tokens per second a perfect batched decoder would sample with
-  these threads;
+* **the roofs** (`machine_roof.py`): bfloat16 matrix products of 2048 x 2048 (GFLOP/s) divided by what
+  SmolLM2-135M costs per token (2 x 134.5M parameters = 0.27 GFLOP), and the read bandwidth (a 1 GiB tensor) times the
+  32 rows in flight divided by the 270 MB of weights a decoding step reads; the lower binds, and each throughput is
+  printed as a share of both;
 * **batched**: all questions x group trajectories played together by `RolloutEngine`, one `generate` call per turn
   over the live ones, with `TransformersGenerator`'s defaults (shared-prefix cache, each row's cache kept between
   turns, `decode_attention`, prefill in groups of similar length, tokens drawn by inverting the cumulative
   distribution);
-* **batched, prefix cache only**: the same with `row_cache=False, fast_attention=False, grouped_prefill=False,
+* **batched, weights not packed**: the same with `packed_linear=False` (the linear layers reorder their weights for
+  the kernel at every call, as plain PyTorch does), the ratio of that one speed-up;
+* **batched, prefix cache only**: the same with `packed_linear=False`, `row_cache=False, fast_attention=False, grouped_prefill=False,
   cdf_sampling=False` (the generator before those four were added), to show what they bring;
 * **one at a time**: each trajectory alone (batch 1), what a naive loop over episodes does.
 
@@ -31,7 +34,7 @@ import os
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="torch thread counts to measure, in turn")
 ap.add_argument("--runs", type=int, default=3, help="batched runs per configuration (the median is reported)")
-ap.add_argument("--loop-runs", type=int, default=1, help="one-at-a-time runs (slow: several times the batched time)")
+ap.add_argument("--loop-runs", type=int, default=1, help="one-at-a-time runs (slow: several times the batched time; 0: skip)")
 ap.add_argument("--questions", type=int, default=8)
 ap.add_argument("--group", type=int, default=4, help="trajectories per question")
 ap.add_argument("--prompt-style", default="short", help="'short' (the main job's) or 'demo' (a ~300-token demonstration)")
@@ -42,6 +45,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
@@ -53,19 +57,12 @@ from search_r1_course.protocol import TagProtocol  # noqa: E402
 from search_r1_course.rollout import RolloutConfig, RolloutEngine  # noqa: E402
 from search_r1_course.search import SearchTool, make_retriever  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine_roof import describe  # noqa: E402
+
 
 def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def matmul_gflops(n: int = 2048, reps: int = 10) -> float:
-    "Median bf16 GFLOP/s of an n x n matrix product with the current thread count."
-    a, b = torch.randn(n, n, dtype=torch.bfloat16), torch.randn(n, n, dtype=torch.bfloat16)
-    for _ in range(3): a @ b
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter(); a @ b; times.append(time.perf_counter() - t0)
-    return 2 * n ** 3 / statistics.median(times) / 1e9
 
 
 def main():
@@ -75,8 +72,10 @@ def main():
     tool = SearchTool(make_retriever("bm25"), topk=1)
     cfg = RolloutConfig(max_turns=3, max_new_tokens_per_turn=40, max_total_tokens=256, max_obs_tokens=96, temperature=1.0)
     engines = {"batched": TransformersGenerator(model, tok),
+               "batched, weights not packed": TransformersGenerator(model, tok, packed_linear=False),
                "batched, prefix cache only": TransformersGenerator(model, tok, row_cache=False, fast_attention=False,
-                                                                   grouped_prefill=False, cdf_sampling=False)}
+                                                                   grouped_prefill=False, cdf_sampling=False,
+                                                                   packed_linear=False)}
     engines = {name: RolloutEngine(g, protocol, tool, tok, cfg) for name, g in engines.items()}
     questions = load_world("test")[:args.questions]
     G = args.group
@@ -94,14 +93,13 @@ def main():
 
     for threads in args.threads:
         torch.set_num_threads(threads)
-        roof_gflops = matmul_gflops()
-        roof = roof_gflops / gflop_per_token
-        print(f"\n{threads} thread(s): bf16 matmul {roof_gflops:.0f} GFLOP/s -> roof {roof:.0f} sampled tokens/s "
-              f"(load average {load()})")
+        roofs, line = describe(model, rows=len(questions) * G)
+        roof_gflops, roof = roofs["gflops"], roofs["roof"]
+        print(f"\n{line} (load average {load()})")
         for engine in engines.values(): engine.run(questions[:2], group_size=2, seed=999)  # warm-up
         speed = {}
         plan = [(name, batched, engine, args.runs) for name, engine in engines.items()]
-        plan.append(("one at a time", one_at_a_time, engines["batched"], args.loop_runs))
+        if args.loop_runs: plan.append(("one at a time", one_at_a_time, engines["batched"], args.loop_runs))
         for name, fn, engine, runs in plan:
             tps, work = [], []
             for r in range(runs):
@@ -112,12 +110,14 @@ def main():
                 tps.append(sum(t.n_sampled for t in trajs) / seconds)
                 work.append(ran[0] * gflop_per_token / seconds)
             speed[name] = statistics.median(tps)
-            print(f"  rollout {name}: {speed[name]:.1f} tok/s = {100 * speed[name] / roof:.1f}% of roof "
+            print(f"  rollout {name}: {speed[name]:.1f} tok/s = {100 * speed[name] / roof:.1f}% of the binding roof, "
+                  f"{100 * speed[name] / roofs['matmul']:.1f}% of the matmul one "
                   f"(median of {runs}; runs {', '.join(f'{x:.1f}' for x in tps)}; load average {load()})", flush=True)
             print(f"    all positions the model ran: {statistics.median(work):.0f} GFLOP/s = "
                   f"{100 * statistics.median(work) / roof_gflops:.1f}% of the matmul roof", flush=True)
-        print(f"  batched / prefix cache only: {speed['batched'] / speed['batched, prefix cache only']:.2f}x;  "
-              f"batched / one at a time: {speed['batched'] / speed['one at a time']:.1f}x")
+        print(f"  batched / weights not packed: {speed['batched'] / speed['batched, weights not packed']:.2f}x;  "
+              f"batched / prefix cache only: {speed['batched'] / speed['batched, prefix cache only']:.2f}x"
+              + (f";  batched / one at a time: {speed['batched'] / speed['one at a time']:.1f}x" if args.loop_runs else ""))
 
 
 if __name__ == "__main__":

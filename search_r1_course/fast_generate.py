@@ -8,6 +8,7 @@ Docs: https://search-r1-course.github.io/search_r1_course/fast_generate.html.md"
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
+from functools import partial
 
 import torch
 from transformers import AttentionInterface, LogitsProcessor
@@ -17,11 +18,11 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from .generate import GenerationOutput, PlainGenerator, SamplingParams, _LogprobRecorder
 from .kv_cache import (PrefixCache, RowCache, _GrowingLayer, _row_kv, _weights_state, common_prefix_len,
-                                       grouped_prefill, layout_known)
+                                       grouped_prefill, layout_known, zeroed_buffer)
 
 # %% auto #0
-__all__ = ['DECODE_QUERY_MAX', 'decode_attention', 'use_decode_attention', 'MergedLoRA', 'contiguous_head_input',
-           'TransformersGenerator']
+__all__ = ['DECODE_QUERY_MAX', 'PACKED_ROWS_MAX', 'decode_attention', 'use_decode_attention', 'MergedLoRA',
+           'contiguous_head_input', 'PackedLinears', 'TransformersGenerator']
 
 # %% ../nbs/06d_fast_generate.ipynb #29e91c51
 class _CDFSampler(LogitsProcessor):
@@ -52,7 +53,12 @@ def decode_attention(module, query, key, value, attention_mask, dropout: float =
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     hk, n = key.shape[1], key.shape[2]
     g = h // hk   # query heads per key/value head: they share one matmul instead of a repeated copy of the cache
-    w = torch.matmul(query.reshape(b, hk, g * q, d), key.transpose(2, 3)).float().view(b, hk, g, q, n)
+    keys, values = zeroed_buffer(key), zeroed_buffer(value)   # a growing cache's whole buffers: no copy to multiply them
+    if keys is None or values is None or keys.shape[2] > 2 * n: keys, values = key, value
+    room = keys.shape[2]
+    # keys times queries, then transposed: `query @ key.transpose` would make the kernel copy the keys, transposed
+    w = torch.matmul(keys, query.reshape(b, hk, g * q, d).transpose(2, 3)).transpose(2, 3)[..., :n]
+    w = w.float().view(b, hk, g, q, n)
     w = w * (scaling if scaling is not None else d ** -0.5)
     if attention_mask is not None:
         m = attention_mask[:, :, None, :, -n:]   # (b, 1, q, n) -> (b, 1, 1, q, n), shared by every head
@@ -60,7 +66,11 @@ def decode_attention(module, query, key, value, attention_mask, dropout: float =
     elif q > 1:
         w = w.masked_fill(~torch.ones(q, n, dtype=torch.bool, device=w.device).tril(n - q), float("-inf"))
     w = torch.softmax(w, dim=-1).nan_to_num_(0.0)  # a query with nothing to attend to (padding) gets zeros
-    out = torch.matmul(w.to(value.dtype).view(b, hk, g * q, n), value)
+    if room == n: p = w.to(value.dtype).view(b, hk, g * q, n)
+    else:   # zero weights for the spare room, whose values are zeros too
+        p = value.new_zeros(b, hk, g * q, room)
+        p[..., :n] = w.view(b, hk, g * q, n)
+    out = torch.matmul(p, values)
     return out.view(b, h, q, value.shape[-1]).transpose(1, 2).contiguous(), None
 
 AttentionInterface.register("sdpa_decode", decode_attention)
@@ -137,13 +147,53 @@ def contiguous_head_input(model, enabled: bool = True) -> None:
             return (args[0].contiguous(), *args[1:])
     head._contiguous_input_hook = head.register_forward_pre_hook(hook)
 
+# %% ../nbs/06d_fast_generate.ipynb #e68cabaa
+PACKED_ROWS_MAX = 64   # positions per call up to which `PackedLinears` uses the packed weight (decoding, not prefill)
+
+def _packable(m) -> bool:
+    "A plain bfloat16 linear layer on the CPU, in a build whose oneDNN has bfloat16 kernels."
+    return (type(m) is torch.nn.Linear and m.weight.dtype == torch.bfloat16 and m.weight.device.type == "cpu"
+            and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+def _packed_forward(layer, packed, max_rows: int, x):
+    "`layer(x)` on the packed weight when `x` has at most `max_rows` positions, on the plain one otherwise."
+    if x.numel() > max_rows * x.shape[-1] or x.dtype != torch.bfloat16:
+        return torch.nn.functional.linear(x, layer.weight, layer.bias)
+    return torch.ops.mkldnn._linear_pointwise(x, packed, layer.bias, "none", [], "")
+
+class PackedLinears:
+    "bfloat16 linear weights reordered once into oneDNN's layout, used by the layers while the generator decodes."
+    def __init__(self, rows: int = 32, max_rows: int = PACKED_ROWS_MAX):
+        self.rows, self.max_rows = rows, max_rows   # rows: the batch the layout is chosen for
+        self.state, self.weights = None, {}         # the weights' state they were packed from; layer -> packed weight
+        self.packs = 0                              # how many times they were packed
+
+    def clear(self): self.state, self.weights = None, {}
+
+    @contextmanager
+    def applied(self, model):
+        "Inside the block, `model`'s bfloat16 linear layers run on packed weights; after it, exactly as before."
+        layers = [] if model.training or torch.is_grad_enabled() else [m for m in model.modules() if _packable(m)]
+        if not layers:
+            yield False
+            return
+        state = _weights_state(model)
+        if state != self.state:   # first call, or the weights changed (an optimizer step, another LoRA fold)
+            self.weights = {m: torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), self.rows) for m in layers}
+            self.state, self.packs = state, self.packs + 1
+        try:
+            for m in layers: m.forward = partial(_packed_forward, m, self.weights[m], self.max_rows)   # shadows the class's
+            yield True
+        finally:
+            for m in layers: m.__dict__.pop("forward", None)
+
 # %% ../nbs/06d_fast_generate.ipynb #95d6007f
 class TransformersGenerator(PlainGenerator):
     "The course's generator: `PlainGenerator` with the speed-ups of `06c_kv_cache` and of this chapter, each switchable."
     def __init__(self, model, tokenizer, max_batch_size: int | None = None, prefix_cache: bool = True,
                  min_prefix: int = 32, decode_chunk: int | None = 8, row_cache: bool = True, fast_attention: bool = True,
                  grouped_prefill: bool = True, merge_lora: bool = True, cdf_sampling: bool = True,
-                 contiguous_head: bool = True):
+                 contiguous_head: bool = True, packed_linear: bool = True):
         super().__init__(model, tokenizer, max_batch_size)
         if decode_chunk is not None and not (isinstance(decode_chunk, int) and decode_chunk >= 1):
             raise ValueError(f"decode_chunk must be an int >= 1 or None, got {decode_chunk!r}")
@@ -154,6 +204,7 @@ class TransformersGenerator(PlainGenerator):
         self.grouped_prefill, self.prefill_passes = grouped_prefill, 0   # passes: grouped prefill forwards run
         self.fast_attention = fast_attention
         self.merged_lora = MergedLoRA() if merge_lora else None
+        self.packed = PackedLinears() if packed_linear else None
         self.cdf_sampling = cdf_sampling   # draw sampled tokens with `_CDFSampler`; False: transformers' multinomial
 
     def _config(self, params: SamplingParams):
@@ -161,10 +212,11 @@ class TransformersGenerator(PlainGenerator):
 
     @contextmanager
     def _session(self):
-        "Around a call: the attention function, the folded LoRA weights and the row store's turn."
+        "Around a call: the attention function, the folded LoRA weights, the packed weights and the row store's turn."
         use_decode_attention(self.model, self.fast_attention)
         keeping = self.row_cache is not None and not self.model.training
-        with self.merged_lora.applied(self.model) if self.merged_lora is not None else nullcontext():
+        with (self.merged_lora.applied(self.model) if self.merged_lora is not None else nullcontext(),
+              self.packed.applied(self.model) if self.packed is not None else nullcontext()):   # packs the folded weights
             if keeping: self.row_cache.begin(self.model)
             yield
         if keeping: self.row_cache.end()
@@ -238,6 +290,7 @@ class TransformersGenerator(PlainGenerator):
         return [self._output(row, lp, end) for row, lp, end in zip(new_ids, new_lps, ends)]
 
     def release(self) -> None:
-        "Free what only a next call with the same weights could use (the folded LoRA weights, the rows' keys and values)."
+        "Free what only a next call with the same weights could use (the folded LoRA weights, the packed weights, the rows' keys and values)."
         if self.merged_lora is not None: self.merged_lora.clear()
+        if self.packed is not None: self.packed.clear()
         if self.row_cache is not None: self.row_cache.clear()

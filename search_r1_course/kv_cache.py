@@ -16,8 +16,8 @@ from transformers.cache_utils import DynamicLayer
 from .generate import left_pad
 
 # %% auto #0
-__all__ = ['PREFILL_OVERHEAD', 'common_prefix_len', 'middle_pad', 'PrefixCache', 'RowCache', 'layout_known', 'prefill_groups',
-           'grouped_prefill']
+__all__ = ['PREFILL_OVERHEAD', 'common_prefix_len', 'middle_pad', 'PrefixCache', 'zeroed_buffer', 'RowCache', 'layout_known',
+           'prefill_groups', 'grouped_prefill']
 
 # %% ../nbs/06c_kv_cache.ipynb #39991ef0
 def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
@@ -94,6 +94,19 @@ class PrefixCache:
         return kv
 
 # %% ../nbs/06c_kv_cache.ipynb #74bb60d9
+_ZEROED = "_zeroed_room"   # set on a buffer whose slots past the cache's length hold zeros
+
+def _zeroed(*buffers: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    for t in buffers: setattr(t, _ZEROED, True)
+    return buffers
+
+def zeroed_buffer(view: torch.Tensor) -> torch.Tensor | None:
+    "The whole buffer a `_GrowingLayer`'s keys or values are the leading part of (zeros in its spare room); None for any other tensor."
+    base = view._base
+    if base is None or not getattr(base, _ZEROED, False) or base.data_ptr() != view.data_ptr(): return None
+    if base.shape[:2] != view.shape[:2] or base.shape[3:] != view.shape[3:] or base.stride() != view.stride(): return None
+    return base
+
 class _GrowingLayer(DynamicLayer):
     "A `DynamicLayer` that writes new keys and values into spare room (doubling it when full) instead of concatenating."
     def __init__(self, capacity: int = 0, **kwargs):
@@ -116,8 +129,8 @@ class _GrowingLayer(DynamicLayer):
         n, add = self._n, key_states.shape[-2]
         if self._k is None or n + add > self._k.shape[-2]:
             b, h, _, d = key_states.shape
-            room = max(self.capacity, 2 * (n + add))
-            k, v = key_states.new_empty(b, h, room, d), value_states.new_empty(b, h, room, value_states.shape[-1])
+            room = self.capacity if n + add <= self.capacity else 2 * (n + add)   # the room asked for, then doubling
+            k, v = _zeroed(key_states.new_zeros(b, h, room, d), value_states.new_zeros(b, h, room, value_states.shape[-1]))
             if n: k[:, :, :n], v[:, :, :n] = self.keys, self.values
             self._k, self._v = k, v
         self._k[:, :, n:n + add], self._v[:, :, n:n + add] = key_states, value_states
@@ -130,7 +143,7 @@ class _GrowingLayer(DynamicLayer):
         if not self.is_initialized: return
         self._own()
         if self._k is None: return super().batch_select_indices(indices)
-        self._k, self._v = self._k[indices], self._v[indices]
+        self._k, self._v = _zeroed(self._k[indices], self._v[indices])
         self._publish()
 
 def _new_cache(config, capacity: int, kv=None, batch: int = 1) -> DynamicCache | None:
