@@ -99,13 +99,23 @@ def _lora_layers(model) -> list[tuple] | None:
         found.append((m, names))
     return found
 
-class MergedLoRA:
-    "Each LoRA layer's base weight with its update folded in (`W + scale * B @ A`), swapped in while the generator runs."
+class _PerWeights:
+    "Tensors computed from a model's weights (layer -> tensor), computed again only when the weights may have changed."
     def __init__(self):
-        self.state, self.weights = None, {}   # the weights' state they were computed from; layer -> folded weight
-        self.folds = 0                        # how many times they were computed
+        self.state, self.weights = None, {}   # the weights' state (`_weights_state`) they were computed from
+        self.builds = 0                       # how many times they were computed
 
     def clear(self): self.state, self.weights = None, {}
+
+    def _refresh(self, model, build) -> dict:
+        "`self.weights`, from `build()` on the first call and after the weights changed (an optimizer step)."
+        state = _weights_state(model)
+        if state != self.state: self.weights, self.state, self.builds = build(), state, self.builds + 1
+        return self.weights
+
+class MergedLoRA(_PerWeights):
+    "Each LoRA layer's base weight with its update folded in (`W + scale * B @ A`), swapped in while the generator runs."
+    folds = property(lambda self: self.builds)
 
     @contextmanager
     def applied(self, model):
@@ -114,19 +124,16 @@ class MergedLoRA:
         if not layers:
             yield False
             return
-        state = _weights_state(model)
-        if state != self.state:   # first call, or the adapter or base weights changed (an optimizer step)
-            self.weights = {}
-            for m, names in layers:
-                w = m.get_base_layer().weight
-                self.weights[m] = (w.float() + sum(m.get_delta_weight(a).float() for a in names)).to(w.dtype)
-            self.state, self.folds = state, self.folds + 1
+        def fold(m, names):
+            w = m.get_base_layer().weight
+            return (w.float() + sum(m.get_delta_weight(a).float() for a in names)).to(w.dtype)
+        folded = self._refresh(model, lambda: {m: fold(m, names) for m, names in layers})
         swapped = []
         try:
             for m, names in layers:
                 w = m.get_base_layer().weight
                 swapped.append((m, w, w.data, list(m.merged_adapters)))
-                w.data = self.weights[m]   # the parameter keeps its identity; only the tensor it points at changes
+                w.data = folded[m]   # the parameter keeps its identity; only the tensor it points at changes
                 m.merged_adapters.extend(names)   # peft's forward then calls the base layer alone
             yield True
         finally:
@@ -151,9 +158,12 @@ def contiguous_head_input(model, enabled: bool = True) -> None:
 PACKED_ROWS_MAX = 64   # positions per call up to which `PackedLinears` uses the packed weight (decoding, not prefill)
 
 def _packable(m) -> bool:
-    "A plain bfloat16 linear layer on the CPU, in a build whose oneDNN has bfloat16 kernels."
-    return (type(m) is torch.nn.Linear and m.weight.dtype == torch.bfloat16 and m.weight.device.type == "cpu"
-            and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    "A plain bfloat16 linear layer on the CPU (oneDNN's bfloat16 kernels, checked once by `PackedLinears`, run it there)."
+    return type(m) is torch.nn.Linear and m.weight.dtype == torch.bfloat16 and m.weight.device.type == "cpu"
+
+def _onednn_bf16() -> bool:
+    "Whether this build and CPU have oneDNN's bfloat16 kernels."
+    return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 def _packed_forward(layer, packed, max_rows: int, x):
     "`layer(x)` on the packed weight when `x` has at most `max_rows` positions, on the plain one otherwise."
@@ -161,28 +171,27 @@ def _packed_forward(layer, packed, max_rows: int, x):
         return torch.nn.functional.linear(x, layer.weight, layer.bias)
     return torch.ops.mkldnn._linear_pointwise(x, packed, layer.bias, "none", [], "")
 
-class PackedLinears:
+class PackedLinears(_PerWeights):
     "bfloat16 linear weights reordered once into oneDNN's layout, used by the layers while the generator decodes."
-    def __init__(self, rows: int = 32, max_rows: int = PACKED_ROWS_MAX):
-        self.rows, self.max_rows = rows, max_rows   # rows: the batch the layout is chosen for
-        self.state, self.weights = None, {}         # the weights' state they were packed from; layer -> packed weight
-        self.packs = 0                              # how many times they were packed
+    packs = property(lambda self: self.builds)
 
-    def clear(self): self.state, self.weights = None, {}
+    def __init__(self, rows: int = 32, max_rows: int = PACKED_ROWS_MAX):
+        super().__init__()
+        self.rows, self.max_rows = rows, max_rows   # rows: the batch the layout is chosen for
 
     @contextmanager
     def applied(self, model):
         "Inside the block, `model`'s bfloat16 linear layers run on packed weights; after it, exactly as before."
-        layers = [] if model.training or torch.is_grad_enabled() else [m for m in model.modules() if _packable(m)]
+        usable = not (model.training or torch.is_grad_enabled()) and _onednn_bf16()
+        layers = [m for m in model.modules() if _packable(m)] if usable else []
         if not layers:
             yield False
             return
-        state = _weights_state(model)
-        if state != self.state:   # first call, or the weights changed (an optimizer step, another LoRA fold)
-            self.weights = {m: torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), self.rows) for m in layers}
-            self.state, self.packs = state, self.packs + 1
+        # packed again after an optimizer step or another LoRA fold
+        packed = self._refresh(model, lambda: {m: torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), self.rows)
+                                               for m in layers})
         try:
-            for m in layers: m.forward = partial(_packed_forward, m, self.weights[m], self.max_rows)   # shadows the class's
+            for m in layers: m.forward = partial(_packed_forward, m, packed[m], self.max_rows)   # shadows the class's
             yield True
         finally:
             for m in layers: m.__dict__.pop("forward", None)
