@@ -186,6 +186,8 @@ class TrainDataArgs(Options):
     select_k: int = opt(0, "question selection (10b_difficulty): the start policy plays each of select_pool drawn questions "
                            "select_k times; those it answers right sometimes but not always are trained on (0: off)")
     select_pool: int = opt(240, "question selection: candidate questions drawn from the training questions")
+    balanced_steps: bool = opt(False, "every step holds each data source in proportion to its weight (questions_per_step "
+                                      "shared out in whole questions) instead of a random mix")
 
     def check(self):
         self.positive("curriculum_steps", "select_k", at_least=0)
@@ -194,6 +196,8 @@ class TrainDataArgs(Options):
             self.bad("curriculum_sources", f"the data sources of the first {self.curriculum_steps} steps")
         if self.select_k == 1: self.bad("select_k", "0 (off) or at least 2 samples per question (a spread needs two)")
         if self.select_k and self.curriculum_steps: self.bad("select_k", "0 with a curriculum (choose one way to order the questions)")
+        if self.balanced_steps and (self.curriculum_steps or self.select_k):
+            self.bad("balanced_steps", "False with a curriculum or a question selection (choose one way to order the questions)")
 
 @dataclass
 class VLLMArgs(Options):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+from collections import defaultdict
 import json
 import math
 import os
@@ -28,7 +29,7 @@ from trl.trainer.utils import RepeatSampler
 
 from .config import (GRPOArgs, LoraArgs, OutputArgs, PolicyArgs, RewardArgs, RolloutArgs, SearchArgs,
                                      TrainDataArgs, VLLMArgs, load_recipe, opt)
-from .data import QASample, comma_list, load_named
+from .data import QASample, canonical_source, comma_list, load_named, source_weights
 from .difficulty import select_for_run
 from .generate import GenerationOutput, SamplingParams
 from .fast_generate import TransformersGenerator
@@ -44,10 +45,10 @@ from .fast_update import (COMPLETION_KEYS, SPLIT_FREE_LOSSES, FastUpdate, by_len
 
 # %% auto #0
 __all__ = ['PRESETS', 'METRIC_ALIASES', 'CURVES', 'BY_TYPE_PANEL', 'VLLM_PANEL', 'TrainConfig', 'get_preset',
-           'load_train_samples', 'curriculum_order', 'to_dataset', 'reward_config', 'lora_config', 'training_processes',
-           'process_device', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb', 'SearchR1GRPOTrainer', 'MetricsLogger',
-           'RolloutRecorder', 'build_engine', 'build_trainer', 'latest_checkpoint', 'TrainResult', 'train',
-           'read_metrics', 'moving_average', 'plot_curves']
+           'load_train_samples', 'curriculum_order', 'step_shares', 'balanced_order', 'to_dataset', 'reward_config',
+           'lora_config', 'training_processes', 'process_device', 'grpo_args', 'EpochRepeatSampler', 'peak_rss_gb',
+           'SearchR1GRPOTrainer', 'MetricsLogger', 'RolloutRecorder', 'build_engine', 'build_trainer',
+           'latest_checkpoint', 'TrainResult', 'train', 'read_metrics', 'moving_average', 'plot_curves']
 
 # %% ../nbs/11_trainer.ipynb #c287816c
 @dataclass
@@ -75,6 +76,7 @@ def load_train_samples(config: TrainConfig) -> list[QASample]:
     if config.max_train_samples is not None: samples = samples[:config.max_train_samples]
     if not samples: raise ValueError(f"no training questions left from {config.train_data!r}")
     if config.curriculum_steps: samples = curriculum_order(config, samples)
+    if config.balanced_steps: samples = balanced_order(config, samples)
     return samples
 
 def curriculum_order(config: TrainConfig, samples: Sequence[QASample]) -> list[QASample]:
@@ -85,6 +87,25 @@ def curriculum_order(config: TrainConfig, samples: Sequence[QASample]) -> list[Q
                                         f"questions need {n} questions of {config.curriculum_sources!r}, found {len(first)}")
     rng = random.Random(config.seed)
     return rng.sample(first, n) + rng.sample(list(samples), len(samples))
+
+def step_shares(config: TrainConfig, sources: Sequence[str]) -> dict[str, int]:
+    "Questions of each of `sources` in one step: `questions_per_step` shared out by the weights of `data_sources` (equal without)."
+    weights = {canonical_source(n): w for n, w in source_weights(config.data_sources).items()} or {s: 1.0 for s in sources}
+    total, q = sum(weights.values()), config.questions_per_step
+    shares = {s: q * w / total for s, w in weights.items()}
+    if any(abs(n - round(n)) > 1e-9 for n in shares.values()):
+        raise ValueError(f"balanced_steps: {q} questions a step cannot be shared out in whole questions by the weights "
+                         f"{weights}; expected questions_per_step a multiple of {total:g}, the sum of the weights")
+    return {s: round(n) for s, n in sorted(shares.items())}
+
+def balanced_order(config: TrainConfig, samples: Sequence[QASample]) -> list[QASample]:
+    "Questions in step order, each step holding every data source in its `step_shares`; each source in a seeded shuffle."
+    rng, groups = random.Random(config.seed), defaultdict(list)
+    for s in samples: groups[s.data_source].append(s)
+    shares = step_shares(config, sorted(groups))
+    for name in shares: rng.shuffle(groups[name])
+    steps = min(len(groups[name]) // n for name, n in shares.items())
+    return [s for k in range(steps) for name, n in shares.items() for s in groups[name][k * n:(k + 1) * n]]
 
 def to_dataset(samples: Sequence[QASample]):
     "A `datasets.Dataset` with the columns TRL and the reward functions read: prompt, golden_answers, data_source, id."
@@ -144,7 +165,7 @@ def grpo_args(config: TrainConfig, device: str | torch.device | None = None, pro
         max_completion_length=config.max_total_tokens, temperature=config.temperature, top_p=config.top_p,
         beta=config.beta, epsilon=config.epsilon, loss_type=config.loss_type, scale_rewards=config.scale_rewards,
         mask_truncated_completions=config.mask_truncated_completions, num_iterations=1,
-        reward_weights=list(TRL_REWARD_WEIGHTS), remove_unused_columns=False, shuffle_dataset=not config.curriculum_steps,
+        reward_weights=list(TRL_REWARD_WEIGHTS), remove_unused_columns=False, shuffle_dataset=not (config.curriculum_steps or config.balanced_steps),
         bf16=config.dtype == "bf16", fp16=config.dtype == "fp16", use_cpu=dev.type == "cpu",
         gradient_checkpointing=config.gradient_checkpointing, logging_steps=config.logging_steps,
         save_strategy="steps", save_steps=config.save_steps, save_total_limit=config.save_total_limit,
