@@ -85,6 +85,7 @@ class RolloutArgs(Options):
     max_obs_tokens: int = opt(96, "one inserted observation")
     prompt_style: str = opt("demo", f"tag protocol prompt: one of {sorted(PROMPT_STYLES)}")
     protocol: str = opt("tag", "'tag' (Search-R1's <search> tags) | 'tool_call' (the chat template's tool calls)")
+    restate_question: bool = opt(False, "every search result ends with the question again, inside the observation (07_rollout)")
 
     def check(self):
         self.positive("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens")

@@ -261,7 +261,8 @@ def eval_setup(engine: RolloutEngine, samples: Sequence[QASample], model: str = 
     return {"model": model, "protocol": "tool_call" if isinstance(p, ToolCallProtocol) else "tag",
             "prompt_style": getattr(getattr(p, "style", None), "name", None),
             "decoding": {k: getattr(c, k) for k in ("temperature", "top_p", "top_k")}, "seed": seed,
-            "search": {**search_setup(engine.tool, corpus), "fresh_results": c.fresh_results}, "budgets": {k: getattr(c, k) for k in BUDGETS},
+            "search": {**search_setup(engine.tool, corpus), "fresh_results": c.fresh_results,
+                       **({"restate_question": True} if c.restate_question else {})}, "budgets": {k: getattr(c, k) for k in BUDGETS},
             "data": data, "source_mapping": source_mapping(samples), "questions": dict(sorted(questions.items()))}
 
 # %% ../nbs/12_eval.ipynb #1db12561

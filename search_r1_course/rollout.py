@@ -46,6 +46,7 @@ class RolloutConfig:
     explore_answer: float = 0.0         # share whose turn after the first passage opens with the answer tag (the last copies)
     explore_answer_sources: str | None = None  # data sources whose questions explore that way (None: every question)
     fresh_results: bool = False         # a search leaves out passages the trajectory was already shown (02c_search)
+    restate_question: bool = False      # every search result ends with "Question: <the question>" (inside the observation)
 
     def __post_init__(self):
         for name in ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens"):
@@ -196,6 +197,12 @@ def turn_seed(seed: int | None, turn: int) -> int | None:
     return None if seed is None else seed * 1009 + turn
 
 @patch
+def _observation(self: RolloutEngine, t: Trajectory) -> Callable[[str], str]:
+    "How a search result becomes `t`'s observation: the protocol's wrapper, with the question restated after the result if asked."
+    if not self.config.restate_question: return self.protocol.observation_text
+    return lambda result: self.protocol.observation_text(f"{result}\nQuestion: {t.question}")
+
+@patch
 def _insert(self: RolloutEngine, t: Trajectory, make: Callable[[str], str], content: str, drop_eos: bool):
     "Fit an observation into what is left of the budgets and append it (mask 0), or end the episode for length."
     cfg = self.config
@@ -249,7 +256,7 @@ def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int 
         results = self.tool.search_batch([t.queries[-1] for t in to_search], seen=seen)
         for t, result in zip(to_search, results):
             t.searches += 1
-            self._insert(t, self.protocol.observation_text, result, False)
+            self._insert(t, self._observation(t), result, False)
     for t, action, ended_eos in to_note:
         self._insert(t, lambda _, a=action: self.protocol.invalid_observation(a), "", ended_eos)
     return len(active)
@@ -393,7 +400,8 @@ def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metric
 
 # %% ../nbs/07_rollout.ipynb #eba44033
 _RUN_ROLLOUT_FIELDS = ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens", "temperature", "top_p", "seed",
-                       "explore_search", "explore_sources", "explore_answer", "explore_answer_sources", "fresh_results")
+                       "explore_search", "explore_sources", "explore_answer", "explore_answer_sources", "fresh_results",
+                       "restate_question")
 _RUN_SEARCH_FIELDS = dict(corpus_path="corpus_path", index_dir="index_dir", url="retriever_url", encoder="encoder")
 
 def search_config(run) -> SearchConfig:
