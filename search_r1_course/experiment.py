@@ -36,6 +36,8 @@ class ExperimentConfig(RewardArgs, TrainDataArgs, SearchArgs, RolloutArgs, GRPOA
     # the main job's values, where they differ from the groups' defaults (recipes/cpu.yaml holds the same)
     threads: int | None = opt(2, "torch threads on CPU")
     max_total_tokens: int = opt(384, "completion budget: two searches and an answer fit")
+    max_obs_tokens: int = opt(128, "one inserted observation: the passage, then the question restated")
+    restate_question: bool = opt(True, "every search result ends with the question again (07_rollout): dev probe 36")
     prompt_style: str = opt("short", "the warm-started policies' prompt: no worked example, so no two-search example")
     num_generations: int = opt(6, "GRPO group size")
     gradient_accumulation: int = opt(4, "micro-batches per step")
