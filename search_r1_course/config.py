@@ -139,6 +139,8 @@ class GRPOArgs(Options):
     max_steps: int = opt(20, "optimizer steps")
     beta: float = opt(0.0, "KL coefficient (0: no reference model)")
     epsilon: float = opt(0.2, "PPO clip range")
+    num_iterations: int = opt(1, "updates on each batch of rollouts (TRL's mu): above 1, max_steps counts every update and "
+                                 "the clipped ratio holds each later one near the policy that sampled the batch")
     loss_type: str = opt("dapo", f"one of {LOSS_TYPES}")
     scale_rewards: str = opt("group", "'group' | 'batch' | 'none': what the advantages are divided by")
     mask_truncated_completions: bool = opt(False, "drop trajectories that end without EOS from the loss")
@@ -153,7 +155,7 @@ class GRPOArgs(Options):
     gradient_checkpointing: bool = opt(False)
 
     def check(self):
-        self.positive("num_generations", "questions_per_step", "gradient_accumulation")
+        self.positive("num_generations", "questions_per_step", "gradient_accumulation", "num_iterations")
         self.positive("max_steps", at_least=0)
         if self.num_generations < 2: self.bad("num_generations", "at least 2 (GRPO compares the answers of a group)")
         n = self.questions_per_step * self.num_generations

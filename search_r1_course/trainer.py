@@ -164,7 +164,7 @@ def grpo_args(config: TrainConfig, device: str | torch.device | None = None, pro
         generation_batch_size=config.trajectories_per_step, num_generations=config.num_generations,
         max_completion_length=config.max_total_tokens, temperature=config.temperature, top_p=config.top_p,
         beta=config.beta, epsilon=config.epsilon, loss_type=config.loss_type, scale_rewards=config.scale_rewards,
-        mask_truncated_completions=config.mask_truncated_completions, num_iterations=1,
+        mask_truncated_completions=config.mask_truncated_completions, num_iterations=config.num_iterations,
         reward_weights=list(TRL_REWARD_WEIGHTS), remove_unused_columns=False, shuffle_dataset=not (config.curriculum_steps or config.balanced_steps),
         bf16=config.dtype == "bf16", fp16=config.dtype == "fp16", use_cpu=dev.type == "cpu",
         gradient_checkpointing=config.gradient_checkpointing, logging_steps=config.logging_steps,
