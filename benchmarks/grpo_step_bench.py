@@ -13,7 +13,9 @@ backward passes, the optimizer). "baseline" is the same trainer with the course'
 generator's row cache, decode attention, grouped prefill, folded LoRA weights, packed weights, cumulative-distribution
 sampling and the contiguous input of the LM head (without it torch copies the frozen head once per row); in the update, the completion-only LM head (TRL then scores every
 position of each sequence, prompt and padding included, as it does on any device without Triton), the skipped
-observation tokens, the micro-batches' trimmed padding and their order by length. --unsorted measures the cached trainer
+observation tokens, the micro-batches' trimmed padding and their order by length, and the CPU training cuts of
+`09d_cpu_training` (LoRA inputs as they are, the whole-vocabulary head). --no-cuts measures the cached trainer again
+without those two cuts only. --unsorted measures the cached trainer
 again with TRL's shuffle instead of that order. --main-job takes the main job's GRPO stage instead of the preset
 (4 questions x 6 trajectories of every type, lr 1e-4, 384-token completions: `grpo_config(ExperimentConfig())`). --micro-batches measures the cached trainer again with the step's 16 trajectories split into
 that many micro-batches (the preset's `gradient_accumulation`, 4: micro-batches of 4; fewer, larger micro-batches make
@@ -31,6 +33,7 @@ ap.add_argument("--skip-baseline", action="store_true")
 ap.add_argument("--micro-batches", type=int, nargs="+", default=[4], help="gradient_accumulation values to measure")
 ap.add_argument("--main-job", action="store_true", help="the main job's GRPO stage (4 x 6, every type) instead of the cpu preset")
 ap.add_argument("--unsorted", action="store_true", help="also measure the cached trainer with TRL's shuffled micro-batches")
+ap.add_argument("--no-cuts", action="store_true", help="also measure the cached trainer without the CPU training cuts (09d_cpu_training)")
 args = ap.parse_args()
 for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[var] = str(args.threads)
@@ -43,6 +46,7 @@ import tempfile  # noqa: E402
 
 import dataclasses  # noqa: E402
 
+from search_r1_course.cpu_training import CUTS  # noqa: E402
 from search_r1_course.experiment import ExperimentConfig, grpo_config  # noqa: E402
 from search_r1_course.fast_generate import contiguous_head_input  # noqa: E402
 from search_r1_course.policy import load_policy  # noqa: E402
@@ -68,7 +72,8 @@ def settings(out: str, accumulation: int):
                       data_sources="world_1hop,world_comparison", learning_rate=2e-4, save_steps=10_000, log_rollouts=False)
 
 
-def measure(name: str, cached: bool, out: str, accumulation: int = 4, sort: bool = True) -> dict:
+def measure(name: str, cached: bool, out: str, accumulation: int = 4, sort: bool = True, cuts: bool = True) -> dict:
+    CUTS.lora_inputs = CUTS.whole_vocab_head = cuts and cached   # applied by build_trainer
     trainer = build_trainer(settings(out, accumulation))   # switches the completion-only LM head on
     trainer.sort_micro_batches = sort and cached
     if not cached:
@@ -101,6 +106,10 @@ def main():
             print(f"rollout: {old['time/rollout_s'] / new['time/rollout_s']:.2f}x faster with the caches; "
                   f"update: {old['time/update_s'] / new['time/update_s']:.2f}x with the LM head on the policy's tokens and trimmed padding; "
                   f"step: {old['time/step_s'] / new['time/step_s']:.2f}x")
+        if args.no_cuts:
+            plain = measure("no cuts", True, os.path.join(d, "no_cuts"), args.micro_batches[0], cuts=False)
+            print(f"update without / with the CPU training cuts (LoRA inputs as they are, the whole-vocabulary head): "
+                  f"{plain['time/update_s'] / new['time/update_s']:.2f}x; step {plain['time/step_s'] / new['time/step_s']:.2f}x")
         if args.unsorted:
             shuffled = measure("shuffled", True, os.path.join(d, "shuffled"), args.micro_batches[0], sort=False)
             print(f"update with TRL's shuffled micro-batches / by length: {shuffled['time/update_s'] / new['time/update_s']:.2f}x")

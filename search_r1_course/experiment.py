@@ -13,9 +13,12 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from .analysis import answers_side_by_side, behaviour_table, failure_table, pick_changed, plot_failures, plot_stages
 from .config import (GRPOArgs, LoraArgs, PolicyArgs, RewardArgs, RolloutArgs, SearchArgs, TrainDataArgs,
                                      derive, opt)
+from .cpu_training import machine_roof
 from .data import comma_list, load_named, sample_per_source
 from .evaluation import EvalConfig, EvalResult, evaluate_policy, markdown_table, paired_table
 from .probe import make_probe, plot_probe, read_probe
@@ -148,6 +151,9 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
     def save_timings(): timings_path.write_text(json.dumps(timings, indent=1))
     samples = sample_per_source(load_named("world", config.eval_split), config.eval_n_per_source, seed=config.seed)
     ran = not all((out/f).is_file() for f in ("eval_base.json", "eval_grpo.json"))   # some stage runs in this process
+    if ran and "roof" not in timings:   # this machine's figures, beside every time of the run (09d_cpu_training)
+        if config.threads: torch.set_num_threads(config.threads)
+        timings["roof"] = machine_roof(); save_timings()
     results = {"base": _evaluate(config.model, samples, eval_config(config, config.base_prompt_style), out/"eval_base.json")}
     release_memory()   # each stage starts without the last one's freed pages (`10_warmstart`)
     start, style = config.model, config.base_prompt_style
@@ -178,7 +184,8 @@ def run_experiment(config: ExperimentConfig) -> ExperimentResult:
         name = "warm start + GRPO" if config.warm_start else "GRPO"
         results[name] = _evaluate(str(adapter), samples, eval_config(config, style), out/"eval_grpo.json")
     if ran:   # the peak of a process that ran stages; a replay from files leaves the recorded figure alone
-        timings["job_peak_rss_gb"] = max(timings.get("job_peak_rss_gb", 0.0), peak_rss_gb()); save_timings()
+        timings["job_peak_rss_gb"] = max(timings.get("job_peak_rss_gb", 0.0), peak_rss_gb())
+        timings["eval_s"] = {name: r.seconds for name, r in results.items()}; save_timings()
     result = ExperimentResult(config, results, timings, timings.get("job_peak_rss_gb", 0.0))
     result.report = write_report(result)
     return result
@@ -294,6 +301,10 @@ def write_report(result: ExperimentResult) -> Path:
               f"* GRPO: {_fmt_s(t.get('grpo_s'))}, {t.get('grpo_steps', '')} steps, median step "
               + (f"{t['grpo_step_median_s']:.1f} s" if t.get("grpo_step_median_s") else "n/a"),
               f"* training in all: {_fmt_s(train_s)}",
+              "* evaluations: " + ", ".join(f"{n} {_fmt_s(r.seconds)}" for n, r in result.results.items() if r.seconds),
+              *([f"* this machine, {t['roof']['threads']} torch thread(s): bfloat16 matrix products at {t['roof']['matmul_gflops']:.0f} "
+                 f"GFLOP/s, memory read at {t['roof']['read_gbs']:.1f} GB/s (`machine_roof`): times from two machines compare "
+                 "through these"] if t.get("roof") else []),
               *([f"* dev probe during GRPO (not counted above): {_fmt_s(t['probe_s'])}, {t.get('probes')} probes"]
                 if t.get("probe_s") else []),
               f"* peak resident memory of the process by the end of GRPO: {grpo_peak:.2f} GiB"

@@ -24,6 +24,7 @@ import torch
 from transformers import TrainerCallback
 
 from .compare_skill import HANDED, SCRATCHPADS, comparison_sft_rows, generic_comparisons, with_passages
+from .cpu_training import CUTS
 from .config import LoraArgs, PolicyArgs, RolloutArgs, SearchArgs, opt
 from .data import Passage, QASample, comma_list, load_named, load_world_corpus
 from .generate import GenerationOutput
@@ -223,6 +224,7 @@ def lora_sft(rows: dict[str, list[list[int]]], model, tokenizer, config, output_
                       target_modules=comma_list(config.lora_targets))
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict(rows), processing_class=tokenizer,
                          peft_config=lora, callbacks=[ReleaseMemory(), *callbacks])
+    if model.device.type == "cpu": CUTS.apply(trainer.model)   # LoRA inputs as they are, the whole-vocabulary head (09d_cpu_training)
     trainer.train()
     return trainer.model.merge_and_unload(), [h["loss"] for h in trainer.state.log_history if "loss" in h]
 

@@ -10,6 +10,8 @@ invalidated, metrics that silently stop being logged, a data order that no longe
 | TRL's `GRPOTrainer._get_train_sampler`, `log`, `_metrics`, `_log_metric`; `RepeatSampler`'s constructor and its `shuffle`/`seed`/`generator` | `trainer.SearchR1GRPOTrainer`, `trainer.EpochRepeatSampler`, `rollout.make_rollout_func`, `trainer.RolloutRecorder` |
 | TRL's `VLLMGeneration._iter_named_params` | `fast_update.reload_weights_sync` |
 | TRL's fused LM head asks `trl.trainer.utils._use_triton(device)` once, only to decide whether to score the labelled positions alone | `warmstart.compact_lm_head_on_cpu` |
+| TRL's fused LM head calls the module global `trl.trainer.utils._ChunkedLogProbFunction.apply` with TRL's arguments | `cpu_training.whole_vocab_head_on_cpu` |
+| peft's LoRA `Linear.forward` casts its input through the layer's `_cast_input_dtype(x, dtype)` | `cpu_training.lora_inputs_as_is` |
 """
 import inspect
 import os
@@ -169,6 +171,39 @@ def test_fused_lm_head_asks_use_triton_only_to_compact():
     compact_lm_head_on_cpu(False)
     assert trl_utils._use_triton(torch.device("cpu")) is False
     compact_lm_head_on_cpu()
+
+
+def test_fused_lm_head_calls_the_module_global_chunked_function(tiny):
+    import trl.trainer.utils as trl_utils
+    from trl.kernels.chunked_logprob import ChunkedLogProbFunction
+    from trl.trainer.utils import add_fused_lm_head
+    from search_r1_course.cpu_training import WholeVocabLogProb, whole_vocab_head_on_cpu
+    assert params(ChunkedLogProbFunction.forward)[1:] == params(WholeVocabLogProb.forward)[1:], \
+        "TRL's ChunkedLogProbFunction takes other arguments now: WholeVocabLogProb must take the same"
+    model, _ = tiny
+    add_fused_lm_head(model, outputs=("log_probs",))
+    calls = []
+    class Spy:
+        @staticmethod
+        def apply(*args): calls.append(len(args)); return ChunkedLogProbFunction.apply(*args)
+    kept = trl_utils._ChunkedLogProbFunction
+    trl_utils._ChunkedLogProbFunction = Spy
+    try:
+        ids = torch.randint(0, 50, (1, 6))
+        model(input_ids=ids, labels=ids, fused_lm_head=True)
+    finally:
+        trl_utils._ChunkedLogProbFunction = kept
+    assert calls == [9], "TRL's fused head no longer calls trl.trainer.utils._ChunkedLogProbFunction.apply with 9 arguments"
+    whole_vocab_head_on_cpu(False)
+    assert trl_utils._ChunkedLogProbFunction is ChunkedLogProbFunction
+    whole_vocab_head_on_cpu()
+
+
+def test_peft_lora_casts_inputs_through_the_layer_method():
+    from peft.tuners.lora.layer import Linear
+    source = inspect.getsource(Linear.forward)
+    assert "self._cast_input_dtype(x, lora_A.weight.dtype)" in source, \
+        "peft's LoRA Linear.forward no longer casts through self._cast_input_dtype: lora_inputs_as_is changes nothing"
 
 
 def test_vllm_generation_iterates_named_params():
