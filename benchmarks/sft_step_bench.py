@@ -45,7 +45,8 @@ from search_r1_course.experiment import ExperimentConfig, warm_config  # noqa: E
 from search_r1_course.policy import load_policy  # noqa: E402
 from search_r1_course.rollout import RolloutEngine, make_protocol, rollout_config, search_config  # noqa: E402
 from search_r1_course.search import make_search_tool  # noqa: E402
-from search_r1_course.warmstart import WarmStartConfig, lora_sft, oracle_trajectories, skill_sft_rows, sft_rows  # noqa: E402
+from search_r1_course.warmstart import (WarmStartConfig, _sample, lora_sft, oracle_trajectories, skill_sft_rows,  # noqa: E402
+                                        sft_rows)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine_roof import describe  # noqa: E402
@@ -67,7 +68,7 @@ def rows_and_config(tokenizer):
     cfg = dataclasses.replace(warm_config(ExperimentConfig(threads=args.threads)), n_samples=8 * (args.steps + 1))
     engine = RolloutEngine(None, make_protocol(cfg, tokenizer), make_search_tool(search_config(cfg)), tokenizer,
                            rollout_config(cfg))
-    pool = __import__("search_r1_course.warmstart", fromlist=["_sample"])._sample(cfg)
+    pool = _sample(cfg)   # the questions warm_start would play
     kept, _ = oracle_trajectories(pool, engine, {p.id: p for p in load_world_corpus()})
     return sft_rows(kept), cfg
 
