@@ -19,6 +19,7 @@ from .data import load_named
 from .generate import left_pad
 from .protocol import PromptStyle, get_style, information_block
 from .retrievers import Hit
+from .rollout import with_question
 from .reward import exact_match, extract_answer
 from .search import format_observation
 from .world import World, WorldConfig, WorldEntity, build_world, make_entities, render_passage
@@ -192,8 +193,9 @@ def comparison_target(row: ComparisonRow, scratchpad: str | None = None) -> str:
 # %% ../nbs/09c_compare_skill.ipynb #ee3b7335
 HANDED = ("values", "passages")
 
-def comparison_messages(row: ComparisonRow, style: str | PromptStyle | None = None, handed: str = "values") -> list[dict]:
-    "Chat messages that ask `row`: an empty system message, or `style`'s system message and user template; then the values or the passages."
+def comparison_messages(row: ComparisonRow, style: str | PromptStyle | None = None, handed: str = "values",
+                        restate: bool = False) -> list[dict]:
+    "Chat messages that ask `row`: an empty system message, or `style`'s system message and user template; then the values or the passages (`restate`: each followed by the question, as `restate_question` shows a result)."
     if handed not in HANDED: raise ValueError(f"handed: expected one of {HANDED}, got {handed!r}")
     if handed == "passages" and len(row.passages) != 2:
         raise ValueError(f"{row.question!r} carries {len(row.passages)} passages, expected 2: make generic rows with with_passages")
@@ -203,18 +205,19 @@ def comparison_messages(row: ComparisonRow, style: str | PromptStyle | None = No
         head, user = ([{"role": "system", "content": style.system}] if style.system else []), style.user
     if handed == "values": return head + [{"role": "user", "content": user(comparison_prompt(row))}]
     return head + [{"role": "user", "content": user(row.question)}] + [
-        {"role": "user", "content": information_block(p)} for p in row.passages]
+        {"role": "user", "content": information_block(with_question(p, row.question) if restate else p)} for p in row.passages]
 
-def _prompt_ids(tokenizer, row: ComparisonRow, style, handed: str = "values") -> list[int]:
-    return list(tokenizer.apply_chat_template(comparison_messages(row, style, handed), add_generation_prompt=True,
+def _prompt_ids(tokenizer, row: ComparisonRow, style, handed: str = "values", restate: bool = False) -> list[int]:
+    return list(tokenizer.apply_chat_template(comparison_messages(row, style, handed, restate), add_generation_prompt=True,
                                               return_dict=True)["input_ids"])
 
 def comparison_sft_rows(rows: Sequence[ComparisonRow], tokenizer, scratchpad: str | None = None,
-                        style: str | PromptStyle | None = None, handed: str = "values") -> dict[str, list[list[int]]]:
+                        style: str | PromptStyle | None = None, handed: str = "values",
+                        restate: bool = False) -> dict[str, list[list[int]]]:
     "Columns `input_ids` and `labels` (-100 on the prompt) for supervised training on `rows`."
     out = {"input_ids": [], "labels": []}
     for row in rows:
-        prompt = _prompt_ids(tokenizer, row, style, handed)
+        prompt = _prompt_ids(tokenizer, row, style, handed, restate)
         target = tokenizer(comparison_target(row, scratchpad), add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
         out["input_ids"].append(prompt + target)
         out["labels"].append([-100] * len(prompt) + target)
@@ -223,14 +226,15 @@ def comparison_sft_rows(rows: Sequence[ComparisonRow], tokenizer, scratchpad: st
 # %% ../nbs/09c_compare_skill.ipynb #80838b5d
 @torch.no_grad()
 def answer_comparisons(model, tokenizer, rows: Sequence[ComparisonRow], scratchpad: str | None = None,
-                       style: str | PromptStyle | None = None, batch_size: int = 50, handed: str = "values") -> list[bool]:
+                       style: str | PromptStyle | None = None, batch_size: int = 50, handed: str = "values",
+                       restate: bool = False) -> list[bool]:
     "Whether the policy's greedy answer to each row is right (its answer tag, exact match)."
     model.eval()
     pad, out = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id, []
     new = 24 + (48 if scratchpad else 0)
     for i in range(0, len(rows), batch_size):
         chunk = rows[i:i + batch_size]
-        ids, mask = left_pad([_prompt_ids(tokenizer, r, style, handed) for r in chunk], pad, device=model.device)
+        ids, mask = left_pad([_prompt_ids(tokenizer, r, style, handed, restate) for r in chunk], pad, device=model.device)
         made = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, do_sample=False, pad_token_id=pad)
         for row, seq in zip(chunk, made[:, ids.shape[1]:]):
             answer = extract_answer(tokenizer.decode(seq, skip_special_tokens=True))

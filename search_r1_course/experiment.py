@@ -70,6 +70,7 @@ class ExperimentConfig(RewardArgs, TrainDataArgs, SearchArgs, RolloutArgs, GRPOA
     warm_skill_scratchpad: str = opt("short", "what the skill rows write before the answer: short, long or none")
     warm_skill_handed: str = opt("values", "how the skill rows give the two values: values (after the question) or passages "
                                            "(each entity's passage as a search result turn, no search)")
+    warm_skill_mix: bool = opt(False, "the skill rows shuffled into the oracle's pass instead of a stage before it")
     probe_every: int = opt(10, "GRPO: sample the fixed dev probe every N steps (12d_probe; its time is not training; 0: off)")
     probe_n_per_source: int = opt(30, "the probe's dev questions per type")
 
@@ -97,7 +98,7 @@ def warm_config(config: ExperimentConfig) -> WarmStartConfig:
     return derive(WarmStartConfig, config, data="world", sources=config.warm_sources, n_samples=config.warm_samples,
                   refine=config.warm_refine, learning_rate=config.warm_learning_rate, epochs=config.warm_epochs,
                   skill_rows=config.warm_skill_rows, skill_scratchpad=config.warm_skill_scratchpad,
-                  skill_handed=config.warm_skill_handed,
+                  skill_handed=config.warm_skill_handed, skill_mix=config.warm_skill_mix,
                   output_dir=str(config.out/"warm_start"))
 
 def eval_config(config: ExperimentConfig, prompt_style: str) -> EvalConfig:

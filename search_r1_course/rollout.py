@@ -20,9 +20,9 @@ from .data import comma_list
 from .search import SearchConfig, truncate_tokens
 
 # %% auto #0
-__all__ = ['STATUSES', 'RolloutConfig', 'Trajectory', 'render_trajectory', 'RolloutEngine', 'turn_seed', 'mark_explorers',
-           'degenerate_group_rate', 'rollout_metrics', 'trl_rollout_output', 'make_rollout_func', 'search_config',
-           'rollout_config', 'make_protocol']
+__all__ = ['STATUSES', 'RolloutConfig', 'Trajectory', 'render_trajectory', 'RolloutEngine', 'turn_seed', 'with_question',
+           'mark_explorers', 'degenerate_group_rate', 'rollout_metrics', 'trl_rollout_output', 'make_rollout_func',
+           'search_config', 'rollout_config', 'make_protocol']
 
 # %% ../nbs/07_rollout.ipynb #1b3b947a
 STATUSES = ("answered", "max_turns", "length", "invalid")
@@ -196,11 +196,15 @@ def turn_seed(seed: int | None, turn: int) -> int | None:
     "The sampling seed of one turn of a run seeded with `seed` (None stays None)."
     return None if seed is None else seed * 1009 + turn
 
+def with_question(result: str, question: str) -> str:
+    "A search result with the question restated after it (`restate_question`)."
+    return f"{result}\nQuestion: {question}"
+
 @patch
 def _observation(self: RolloutEngine, t: Trajectory) -> Callable[[str], str]:
     "How a search result becomes `t`'s observation: the protocol's wrapper, with the question restated after the result if asked."
     if not self.config.restate_question: return self.protocol.observation_text
-    return lambda result: self.protocol.observation_text(f"{result}\nQuestion: {t.question}")
+    return lambda result: self.protocol.observation_text(with_question(result, t.question))
 
 @patch
 def _insert(self: RolloutEngine, t: Trajectory, make: Callable[[str], str], content: str, drop_eos: bool):

@@ -168,6 +168,8 @@ class WarmStartConfig(SearchArgs, RolloutArgs, LoraArgs, PolicyArgs):
                                       "each entity's passage as a search result turn (still no search)")
     skill_learning_rate: float = opt(5e-4)
     skill_batch_size: int = opt(16, "skill rows per SFT step")
+    skill_mix: bool = opt(False, "the skill rows shuffled into the oracle's pass (one adapter, the warm start's learning "
+                                 "rate, batch size and passes) instead of a stage before it")
     seed: int = opt(0)
     output_dir: str = opt("runs/warm_start")
 
@@ -234,7 +236,8 @@ def skill_sft_rows(config: WarmStartConfig, tokenizer) -> dict[str, list[list[in
     rows = generic_comparisons(config.skill_rows, seed=config.seed)
     if config.skill_handed == "passages": rows = with_passages(rows, seed=config.seed)
     scratchpad = None if config.skill_scratchpad == "none" else config.skill_scratchpad
-    return comparison_sft_rows(rows, tokenizer, scratchpad, style=config.prompt_style, handed=config.skill_handed)
+    return comparison_sft_rows(rows, tokenizer, scratchpad, style=config.prompt_style, handed=config.skill_handed,
+                               restate=config.restate_question and config.skill_handed == "passages")
 
 def comparison_skill(model, tokenizer, config: WarmStartConfig, output_dir: str | os.PathLike,
                      callbacks: Sequence = (), sft: dict | None = None) -> tuple[torch.nn.Module, list[float]]:
@@ -280,12 +283,17 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None, callbacks: S
     kept, counts = oracle_trajectories(_sample(config), engine, corpus, facts)
     if not kept: raise ValueError(f"warm start: none of {counts['played']} oracle trajectories found its answer "
                                   "(are max_new_tokens_per_turn and max_obs_tokens large enough for a whole turn and passage?)")
-    out, skill_losses = Path(config.output_dir), []
-    if config.skill_rows: model, skill_losses = comparison_skill(model, tokenizer, config, out/"skill", callbacks)
-    merged, losses = lora_sft(_rows(kept, config, tokenizer), model, tokenizer, config, out/"sft", callbacks)
+    out, skill_losses, rows = Path(config.output_dir), [], _rows(kept, config, tokenizer)
+    counted = {"oracle": len(rows["input_ids"]), "skill": config.skill_rows}
+    if config.skill_rows and config.skill_mix:   # one pass over both, shuffled by the trainer's sampler
+        skill = skill_sft_rows(config, tokenizer)
+        rows = {k: rows[k] + skill[k] for k in rows}
+    elif config.skill_rows: model, skill_losses = comparison_skill(model, tokenizer, config, out/"skill", callbacks)
+    merged, losses = lora_sft(rows, model, tokenizer, config, out/"sft", callbacks)
     merged.save_pretrained(out/"model")
     tokenizer.save_pretrained(out/"model")
     example = render_trajectory(kept[0], tokenizer)   # one demonstration, as the policy was taught it
     (out/"warm_start.json").write_text(json.dumps({"config": config.to_dict(), "counts": counts, "losses": losses,
-                                                   "skill_losses": skill_losses, "example": example}, indent=1))
+                                                   "skill_losses": skill_losses, "rows": counted, "example": example},
+                                                  indent=1))
     return WarmStartResult(out/"model", counts, losses, time.perf_counter() - t0, example)
