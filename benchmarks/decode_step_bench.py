@@ -2,7 +2,7 @@
 positions each, one new token per row, as the course's generator runs it (decode attention, packed linear weights),
 beside what the step must read from memory.
 
-    python benchmarks/decode_step_bench.py [--threads 2] [--rows 32] [--cache 330] [--steps 16]
+    python benchmarks/decode_step_bench.py [--threads 2] [--rows 32] [--cache 330] [--steps 16] [--compiled]
 
 A decoding step reads every weight once, and every row's keys and values in every layer once. At --rows 32 and a
 cache of 330 positions (a rollout's third turn) the two are about the same size, so the step's floor is their bytes
@@ -10,6 +10,11 @@ divided by the read bandwidth, not the matmul roof (the step's products are ~8.6
 (wall clock, --steps steps after two not counted), the floor and its share, and the profiler's split of the operators'
 own time into the linear layers, attention over the cache, the LM head (with the embedding) and the rest (small
 elementwise operators: norms, rotary embeddings, activations, casts, copies). Run nothing else CPU-heavy meanwhile.
+
+--compiled: then every decoder layer compiled by `torch.compile` (inductor, shapes dynamic), on the plain weights:
+inductor cannot take the packed ones, which are not constants of its graph, and freezing the weights into the graph
+would be wrong for GRPO, whose weights change every step. Printed beside the packed eager step: the compilation time,
+the compiled step's median and the share of greedy tokens that agree with the eager run's.
 """
 import argparse
 import os
@@ -19,6 +24,7 @@ ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--rows", type=int, default=32)
 ap.add_argument("--cache", type=int, default=330, help="positions already in each row's cache")
 ap.add_argument("--steps", type=int, default=16)
+ap.add_argument("--compiled", action="store_true", help="also time the decoder layers compiled by torch.compile")
 args = ap.parse_args()
 for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[var] = str(args.threads)
@@ -40,8 +46,8 @@ GROUPS = {"linear layers": ("mkldnn::_linear_pointwise", "aten::addmm", "aten::l
 HEAD = "LM head and embedding"   # every operator with an input as wide as the vocabulary
 
 
-def steps(model, n: int, prof=None) -> list[float]:
-    "Prefill --rows rows of --cache random tokens, then time `n` one-token steps (greedy)."
+def steps(model, n: int, prof=None, tokens: list | None = None) -> list[float]:
+    "Prefill --rows rows of --cache random tokens, then time `n` one-token steps (greedy; their tokens go to `tokens`)."
     torch.manual_seed(0)
     ids = torch.randint(100, model.config.vocab_size - 100, (args.rows, args.cache))
     cache, mask = _new_cache(model.config, args.cache + n + 8), torch.ones(args.rows, args.cache, dtype=torch.long)
@@ -50,6 +56,7 @@ def steps(model, n: int, prof=None) -> list[float]:
     if prof is not None: prof.start()
     for _ in range(n):
         nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+        if tokens is not None: tokens.append(nxt)
         mask = torch.cat([mask, mask.new_ones(args.rows, 1)], 1)
         t0 = time.perf_counter()
         out = model(input_ids=nxt, attention_mask=mask, cache=cache, use_cache=True, logits_to_keep=1)
@@ -74,8 +81,9 @@ def main():
           f"at least {floor_ms:.1f} ms at the read bandwidth; its products need "
           f"{2 * weight_bytes / 2 * args.rows / 1e9 / gflops * 1e3:.1f} ms at the matmul roof")
     use_decode_attention(model, True)
+    eager_tokens = []
     with PackedLinears(rows=args.rows).applied(model):
-        wall = steps(model, args.steps + 2)[2:]
+        wall = steps(model, args.steps + 2, tokens=eager_tokens)[2:]
         med = statistics.median(wall) * 1e3
         print(f"step: median {med:.1f} ms of {args.steps} ({', '.join(f'{t * 1e3:.0f}' for t in wall)}); the floor is "
               f"{100 * floor_ms / med:.0f}% of it; {args.rows / med * 1e3:.0f} tokens/s")
@@ -93,7 +101,25 @@ def main():
     split["the rest (small operators)"] = total - sum(split.values())
     print(f"operators' own time under the profiler: {total:.1f} ms a step")
     for g, ms in split.items(): print(f"  {g:>28}: {ms:6.1f} ms ({100 * ms / total:4.1f}%)")
+    if args.compiled: compiled(model, med, torch.cat(eager_tokens, 1))
     use_decode_attention(model, False)
+
+
+def compiled(model, eager_ms: float, eager_tokens: torch.Tensor) -> None:
+    "Compile every decoder layer, then time the same steps and compare their greedy tokens with the eager run's."
+    import torch._dynamo
+    layers = model.model.layers
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 4 * len(layers))
+    for layer in layers: layer.compile(dynamic=True)
+    t0 = time.perf_counter()
+    steps(model, 2)   # the prefill's and the decoding step's graphs
+    compile_s = time.perf_counter() - t0
+    tokens = []
+    wall = steps(model, args.steps + 2, tokens=tokens)[2:]
+    med = statistics.median(wall) * 1e3
+    same = (torch.cat(tokens, 1) == eager_tokens).float().mean().item()
+    print(f"compiled layers: {compile_s:.0f} s to compile; step median {med:.1f} ms against {eager_ms:.1f} ms packed and "
+          f"eager ({eager_ms / med:.2f}x); greedy tokens equal to the eager run's: {100 * same:.0f}%")
 
 
 if __name__ == "__main__":
