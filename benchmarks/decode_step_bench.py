@@ -31,6 +31,7 @@ for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
@@ -40,6 +41,9 @@ from search_r1_course.cpu_training import matmul_gflops, read_gbs  # noqa: E402
 from search_r1_course.fast_generate import PackedLinears, use_decode_attention  # noqa: E402
 from search_r1_course.kv_cache import _new_cache  # noqa: E402
 from search_r1_course.policy import load_policy  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compiled_layers import compile_layers  # noqa: E402
 
 GROUPS = {"linear layers": ("mkldnn::_linear_pointwise", "aten::addmm", "aten::linear"),
           "attention over the cache": ("aten::bmm", "aten::_softmax", "aten::masked_fill", "aten::nan_to_num")}
@@ -70,7 +74,8 @@ def main():
     model, _ = load_policy(dtype="bf16", threads=args.threads)
     model.eval()
     cfg = model.config
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())   # the head is tied to the embedding
+    params = list(model.parameters())   # the head is tied to the embedding
+    weight_bytes, flop = sum(p.numel() * p.element_size() for p in params), 2 * sum(p.numel() for p in params) * args.rows
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     kv_bytes = 2 * cfg.num_hidden_layers * args.rows * cfg.num_key_value_heads * head_dim * (args.cache + args.steps // 2) * 2
     gbs, gflops = read_gbs(), matmul_gflops()
@@ -79,7 +84,7 @@ def main():
           f"{args.cache} positions")
     print(f"a step reads {weight_bytes / 1e6:.0f} MB of weights and {kv_bytes / 1e6:.0f} MB of keys and values: "
           f"at least {floor_ms:.1f} ms at the read bandwidth; its products need "
-          f"{2 * weight_bytes / 2 * args.rows / 1e9 / gflops * 1e3:.1f} ms at the matmul roof")
+          f"{flop / 1e9 / gflops * 1e3:.1f} ms at the matmul roof")
     use_decode_attention(model, True)
     eager_tokens = []
     with PackedLinears(rows=args.rows).applied(model):
@@ -107,10 +112,7 @@ def main():
 
 def compiled(model, eager_ms: float, eager_tokens: torch.Tensor) -> None:
     "Compile every decoder layer, then time the same steps and compare their greedy tokens with the eager run's."
-    import torch._dynamo
-    layers = model.model.layers
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 4 * len(layers))
-    for layer in layers: layer.compile(dynamic=True)
+    compile_layers(model)
     t0 = time.perf_counter()
     steps(model, 2)   # the prefill's and the decoding step's graphs
     compile_s = time.perf_counter() - t0

@@ -59,6 +59,7 @@ from search_r1_course.warmstart import (WarmStartConfig, _sample, lora_sft, orac
                                         sft_rows)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compiled_layers import compile_layers  # noqa: E402
 from machine_roof import describe  # noqa: E402
 
 warnings.filterwarnings("ignore")
@@ -90,17 +91,6 @@ class StepTimes(TrainerCallback):
     def on_step_end(self, *a, **k): self.times.append(time.perf_counter() - self.t0)
 
 
-def compile_layers(model) -> int:
-    "Compile every decoder layer of `model` (or of the model inside a peft wrapper) in place; how many."
-    import torch._dynamo
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    layers = base.model.layers
-    # each layer is compiled for itself (its index is a constant of its graph): room for all of them
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 2 * len(layers))
-    for layer in layers: layer.compile(dynamic=True)
-    return len(layers)
-
-
 class CompileLayers(TrainerCallback):
     "Before the first step, compile the decoder layers of the model the trainer trains."
     def on_train_begin(self, args, state, control, model=None, **kwargs): compile_layers(model)
@@ -130,7 +120,7 @@ def grad_check(rows, tokenizer, n_rows: int):
     model.to(torch.bfloat16)
     for p in model.parameters():
         if p.requires_grad: p.data = p.data.float()   # the adapter in float32, as lora_sft trains it
-    def error(g) -> tuple[float, float]:
+    def error(g) -> tuple[float, float, str]:
         whole = sum((g[n] - exact[n]).norm() ** 2 for n in exact) ** 0.5 / sum(exact[n].norm() ** 2 for n in exact) ** 0.5
         per_layer = {}
         for n in exact:

@@ -226,15 +226,14 @@ def comparison_sft_rows(rows: Sequence[ComparisonRow], tokenizer, scratchpad: st
 # %% ../nbs/09c_compare_skill.ipynb #80838b5d
 @torch.no_grad()
 def answer_comparisons(model, tokenizer, rows: Sequence[ComparisonRow], scratchpad: str | None = None,
-                       style: str | PromptStyle | None = None, batch_size: int = 50, handed: str = "values",
-                       restate: bool = False) -> list[bool]:
+                       style: str | PromptStyle | None = None, batch_size: int = 50, handed: str = "values") -> list[bool]:
     "Whether the policy's greedy answer to each row is right (its answer tag, exact match)."
     model.eval()
     pad, out = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id, []
     new = 24 + (48 if scratchpad else 0)
     for i in range(0, len(rows), batch_size):
         chunk = rows[i:i + batch_size]
-        ids, mask = left_pad([_prompt_ids(tokenizer, r, style, handed, restate) for r in chunk], pad, device=model.device)
+        ids, mask = left_pad([_prompt_ids(tokenizer, r, style, handed) for r in chunk], pad, device=model.device)
         made = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, do_sample=False, pad_token_id=pad)
         for row, seq in zip(chunk, made[:, ids.shape[1]:]):
             answer = extract_answer(tokenizer.decode(seq, skip_special_tokens=True))

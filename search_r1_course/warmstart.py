@@ -237,7 +237,7 @@ def skill_sft_rows(config: WarmStartConfig, tokenizer) -> dict[str, list[list[in
     if config.skill_handed == "passages": rows = with_passages(rows, seed=config.seed)
     scratchpad = None if config.skill_scratchpad == "none" else config.skill_scratchpad
     return comparison_sft_rows(rows, tokenizer, scratchpad, style=config.prompt_style, handed=config.skill_handed,
-                               restate=config.restate_question and config.skill_handed == "passages")
+                               restate=config.restate_question)   # rows with the values handed have no result to restate
 
 def comparison_skill(model, tokenizer, config: WarmStartConfig, output_dir: str | os.PathLike,
                      callbacks: Sequence = (), sft: dict | None = None) -> tuple[torch.nn.Module, list[float]]:
