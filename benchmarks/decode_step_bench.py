@@ -31,19 +31,15 @@ for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from search_r1_course.cpu_training import matmul_gflops, read_gbs  # noqa: E402
+from search_r1_course.cpu_training import compile_layers, matmul_gflops, read_gbs  # noqa: E402
 from search_r1_course.fast_generate import PackedLinears, use_decode_attention  # noqa: E402
 from search_r1_course.kv_cache import _new_cache  # noqa: E402
 from search_r1_course.policy import load_policy  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compiled_layers import compile_layers  # noqa: E402
 
 GROUPS = {"linear layers": ("mkldnn::_linear_pointwise", "aten::addmm", "aten::linear"),
           "attention over the cache": ("aten::bmm", "aten::_softmax", "aten::masked_fill", "aten::nan_to_num")}
@@ -112,7 +108,7 @@ def main():
 
 def compiled(model, eager_ms: float, eager_tokens: torch.Tensor) -> None:
     "Compile every decoder layer, then time the same steps and compare their greedy tokens with the eager run's."
-    compile_layers(model)
+    compile_layers(model, grad_only=False)   # decoding records no gradients
     t0 = time.perf_counter()
     steps(model, 2)   # the prefill's and the decoding step's graphs
     compile_s = time.perf_counter() - t0

@@ -15,7 +15,8 @@ sampling and the contiguous input of the LM head (without it torch copies the fr
 position of each sequence, prompt and padding included, as it does on any device without Triton), the skipped
 observation tokens, the micro-batches' trimmed padding and their order by length, and the CPU training cuts of
 `09d_cpu_training` (LoRA inputs as they are, the whole-vocabulary head). --no-cuts measures the cached trainer again
-without those two cuts only. --unsorted measures the cached trainer
+without those two cuts only. --compiled measures it again with its decoder layers compiled for the update's passes
+(`compile_layers`, `09d_cpu_training`; the rollout stays eager), the compilation in the warm-up step. --unsorted measures the cached trainer
 again with TRL's shuffle instead of that order. --main-job takes the main job's GRPO stage instead of the preset
 (4 questions x 6 trajectories of every type, lr 1e-4, 384-token completions: `grpo_config(ExperimentConfig())`). --micro-batches measures the cached trainer again with the step's 16 trajectories split into
 that many micro-batches (the preset's `gradient_accumulation`, 4: micro-batches of 4; fewer, larger micro-batches make
@@ -34,6 +35,7 @@ ap.add_argument("--micro-batches", type=int, nargs="+", default=[4], help="gradi
 ap.add_argument("--main-job", action="store_true", help="the main job's GRPO stage (4 x 6, every type) instead of the cpu preset")
 ap.add_argument("--unsorted", action="store_true", help="also measure the cached trainer with TRL's shuffled micro-batches")
 ap.add_argument("--no-cuts", action="store_true", help="also measure the cached trainer without the CPU training cuts (09d_cpu_training)")
+ap.add_argument("--compiled", action="store_true", help="also measure the cached trainer with its decoder layers compiled for the update")
 args = ap.parse_args()
 for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[var] = str(args.threads)
@@ -62,19 +64,20 @@ def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def settings(out: str, accumulation: int):
+def settings(out: str, accumulation: int, compiled: bool = False):
     if args.main_job:
-        job = ExperimentConfig(threads=args.threads, gradient_accumulation=accumulation)
+        job = ExperimentConfig(threads=args.threads, gradient_accumulation=accumulation, compile_layers=compiled)
         return dataclasses.replace(grpo_config(job, args.model), max_steps=args.steps + 1, output_dir=out, save_steps=10_000,
                                    log_rollouts=False)
     return get_preset("cpu", model=args.model, threads=args.threads, max_steps=args.steps + 1, output_dir=out,
-                      gradient_accumulation=accumulation,
+                      gradient_accumulation=accumulation, compile_layers=compiled,
                       data_sources="world_1hop,world_comparison", learning_rate=2e-4, save_steps=10_000, log_rollouts=False)
 
 
-def measure(name: str, cached: bool, out: str, accumulation: int = 4, sort: bool = True, cuts: bool = True) -> dict:
+def measure(name: str, cached: bool, out: str, accumulation: int = 4, sort: bool = True, cuts: bool = True,
+            compiled: bool = False) -> dict:
     CUTS.lora_inputs = CUTS.whole_vocab_head = cuts and cached   # applied by build_trainer
-    trainer = build_trainer(settings(out, accumulation))   # switches the completion-only LM head on
+    trainer = build_trainer(settings(out, accumulation, compiled))   # switches the completion-only LM head on
     trainer.sort_micro_batches = sort and cached
     if not cached:
         generator = trainer.rollout_recorder.engine.generator
@@ -110,6 +113,10 @@ def main():
             plain = measure("no cuts", True, os.path.join(d, "no_cuts"), args.micro_batches[0], cuts=False)
             print(f"update without / with the CPU training cuts (LoRA inputs as they are, the whole-vocabulary head): "
                   f"{plain['time/update_s'] / new['time/update_s']:.2f}x; step {plain['time/step_s'] / new['time/step_s']:.2f}x")
+        if args.compiled:
+            fused = measure("compiled", True, os.path.join(d, "compiled"), args.micro_batches[0], compiled=True)
+            print(f"update eager / with the layers compiled (the warm-up step, not counted, holds the compilation): "
+                  f"{new['time/update_s'] / fused['time/update_s']:.2f}x; step {new['time/step_s'] / fused['time/step_s']:.2f}x")
         if args.unsorted:
             shuffled = measure("shuffled", True, os.path.join(d, "shuffled"), args.micro_batches[0], sort=False)
             print(f"update with TRL's shuffled micro-batches / by length: {shuffled['time/update_s'] / new['time/update_s']:.2f}x")

@@ -11,11 +11,13 @@ Rows:
 Variants, each on a freshly loaded packaged model and the same rows, in this order: `both cuts` (the course's
 default), `TRL's head` (`CUTS.whole_vocab_head = False`), `PEFT's casts` (`CUTS.lora_inputs = False`) and `neither`;
 on request (`--variants compiled`), `compiled`: both cuts, and every decoder layer compiled by `torch.compile`
-(inductor's C++ kernels) before the first step, whose time then includes the compilation.
+(inductor's C++ kernels) before the first step, whose time then includes the compilation; `float32`: both cuts, the
+model in float32 and no autocast: the reference for the other variants' losses (with it, the run ends with each
+variant's losses minus float32's, step by step).
 Per variant: the median time of the --steps steps after a first one (not counted), the tokens a second (the rows' own
 tokens, not padding), the matrix-product work as a share of the roof (4 x 134.5M FLOP a token: the forward pass and
-the backward pass to the activations; LoRA's own products are left out), and the losses, which agree to rounding
-across variants. Run nothing else CPU-heavy meanwhile: the load average before and after each variant is printed.
+the backward pass to the activations; LoRA's own products are left out), and the losses (the first agrees to rounding
+across variants; after an update bfloat16's rounding moves them: see `float32`). Run nothing else CPU-heavy meanwhile: the load average before and after each variant is printed.
 
 --grad-check: before the variants, one forward and backward pass over the first step's rows with a fresh LoRA adapter
 (rank 16 on every projection, its B initialised at random so every gradient is non-zero), in bfloat16 autocast with
@@ -31,7 +33,7 @@ ap.add_argument("--rows", choices=("skill", "oracle"), default="skill")
 ap.add_argument("--steps", type=int, default=4, help="measured steps per variant, after one that is not counted")
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--variants", nargs="+", default=["both cuts", "TRL's head", "PEFT's casts", "neither"],
-                help="any of: both cuts, TRL's head, PEFT's casts, neither, compiled")
+                help="any of: both cuts, TRL's head, PEFT's casts, neither, compiled, float32")
 ap.add_argument("--grad-check", action="store_true", help="compare the gradients of the eager and compiled layers with float32")
 args = ap.parse_args()
 for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -49,7 +51,7 @@ import warnings  # noqa: E402
 import torch  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
-from search_r1_course.cpu_training import CUTS  # noqa: E402
+from search_r1_course.cpu_training import CUTS, compile_layers  # noqa: E402
 from search_r1_course.data import load_world_corpus  # noqa: E402
 from search_r1_course.experiment import ExperimentConfig, warm_config  # noqa: E402
 from search_r1_course.policy import load_policy  # noqa: E402
@@ -59,12 +61,11 @@ from search_r1_course.warmstart import (WarmStartConfig, _sample, lora_sft, orac
                                         sft_rows)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compiled_layers import compile_layers  # noqa: E402
 from machine_roof import describe  # noqa: E402
 
 warnings.filterwarnings("ignore")
 VARIANTS = {"both cuts": (True, True), "TRL's head": (True, False), "PEFT's casts": (False, True), "neither": (False, False),
-            "compiled": (True, True)}
+            "compiled": (True, True), "float32": (True, True)}
 
 
 def load() -> str:
@@ -89,11 +90,6 @@ class StepTimes(TrainerCallback):
     def __init__(self): self.times = []
     def on_step_begin(self, *a, **k): self.t0 = time.perf_counter()
     def on_step_end(self, *a, **k): self.times.append(time.perf_counter() - self.t0)
-
-
-class CompileLayers(TrainerCallback):
-    "Before the first step, compile the decoder layers of the model the trainer trains."
-    def on_train_begin(self, args, state, control, model=None, **kwargs): compile_layers(model)
 
 
 def grad_check(rows, tokenizer, n_rows: int):
@@ -149,17 +145,17 @@ def main():
     flop_per_token = 4 * sum(p.numel() for p in model.parameters())
     del model
     if args.grad_check: grad_check(rows, tokenizer, per_step)
-    seconds = {}
+    seconds, all_losses = {}, {}
     with tempfile.TemporaryDirectory() as d:
         for name in args.variants:
             CUTS.lora_inputs, CUTS.whole_vocab_head = VARIANTS[name]
-            model, _ = load_policy(dtype="bf16", threads=args.threads)
+            model, _ = load_policy(dtype="fp32" if name == "float32" else "bf16", threads=args.threads)
             clock, start = StepTimes(), load()
-            callbacks = [clock, CompileLayers()] if name == "compiled" else [clock]
-            _, losses = lora_sft(rows, model, tokenizer, cfg, os.path.join(d, name.replace(" ", "_")), callbacks)
+            run = dataclasses.replace(cfg, compile_layers=name == "compiled")   # compile_layers: 09d_cpu_training
+            _, losses = lora_sft(rows, model, tokenizer, run, os.path.join(d, name.replace(" ", "_")), [clock])
             med = statistics.median(clock.times[1:])
             tok_s = sum(tokens[per_step:]) / sum(clock.times[1:])
-            seconds[name] = med
+            seconds[name], all_losses[name] = med, losses
             print(f"  {name:>12}: step {med:5.2f} s (steps {', '.join(f'{t:.1f}' for t in clock.times)}); {tok_s:5.0f} tokens/s "
                   f"= {100 * tok_s * flop_per_token / 1e9 / roofs['gflops']:.1f}% of the matmul roof; losses "
                   f"{', '.join(f'{x:.4f}' for x in losses)}; load average {start} -> {load()}", flush=True)
@@ -170,6 +166,11 @@ def main():
     if "compiled" in seconds and "both cuts" in seconds:
         print(f"  step time of 'both cuts' / 'compiled': {seconds['both cuts'] / seconds['compiled']:.2f}x "
               "(the first step, not counted, holds the compilation)")
+    if "float32" in all_losses:
+        ref = all_losses["float32"]
+        print("  losses against float32's, step by step (largest |difference|): " + "; ".join(
+            f"{n} {', '.join(f'{a - b:+.3f}' for a, b in zip(l, ref))} ({max(abs(a - b) for a, b in zip(l, ref)):.3f})"
+            for n, l in all_losses.items() if n != "float32"))
     CUTS.lora_inputs = CUTS.whole_vocab_head = True
 
 

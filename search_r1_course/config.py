@@ -64,12 +64,14 @@ class PolicyArgs(Options):
 
 @dataclass
 class LoraArgs(Options):
-    "The LoRA adapter that is trained (GRPO, warm start)."
+    "The LoRA adapter that is trained (GRPO, warm start), and how its training passes run."
     lora: bool = opt(True, "train a LoRA adapter (False: every weight)")
     lora_r: int = opt(16, "adapter rank")
     lora_alpha: int = opt(32, "adapter scale numerator (scale = alpha / r)")
     lora_dropout: float = opt(0.0, "dropout on the adapter's input")
     lora_targets: str = opt("q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", "comma-separated module names")
+    compile_layers: bool = opt(False, "the decoder layers compiled (torch.compile) for training passes, the warm start's and "
+                               "GRPO's updates; generation stays eager (09d_cpu_training)")
 
     def check(self):
         self.positive("lora_r")

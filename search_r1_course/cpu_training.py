@@ -1,4 +1,4 @@
-"""A first reading can skip this chapter: two cuts to the cost of every training step the course takes on a CPU (the warm start's SFT and the GRPO update), switchable, and tested to change the numbers by no more than rounding. `10_warmstart` and `11_trainer` use them as given.
+"""A first reading can skip this chapter: two cuts to the cost of every training step the course takes on a CPU (the warm start's SFT and the GRPO update), switchable, and tested to change the numbers by no more than rounding, and compiled decoder layers for the training passes, a switch measured on dev. `10_warmstart` and `11_trainer` use them as given.
 
 Docs: https://search-r1-course.github.io/search_r1_course/cpu_training.html.md"""
 
@@ -10,12 +10,13 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
 # %% auto #0
 __all__ = ['HEAD_ROWS', 'CUTS', 'matmul_gflops', 'read_gbs', 'machine_roof', 'decode_roof', 'lora_inputs_as_is',
-           'WholeVocabLogProb', 'whole_vocab_head_on_cpu', 'CPUTrainingCuts']
+           'WholeVocabLogProb', 'whole_vocab_head_on_cpu', 'CPUTrainingCuts', 'compile_layers']
 
 # %% ../nbs/09d_cpu_training.ipynb #7faf3d6f
 def _median_seconds(fn, reps: int, warmup: int = 2) -> float:
@@ -178,3 +179,22 @@ class CPUTrainingCuts:
         return {"lora_layers_as_is": lora_inputs_as_is(model, self.lora_inputs), "whole_vocab_head": self.whole_vocab_head}
 
 CUTS = CPUTrainingCuts()
+
+# %% ../nbs/09d_cpu_training.ipynb #69cc08a1
+def _by_grad_mode(eager, compiled, *args, **kwargs):
+    "A decoder layer's forward: the compiled one in a pass that records gradients, the eager one in every other."
+    return (compiled if torch.is_grad_enabled() else eager)(*args, **kwargs)
+
+def compile_layers(model, enabled: bool = True, grad_only: bool = True) -> int:
+    "Run the decoder layers of `model` (or of the model inside a peft wrapper) compiled by `torch.compile` (inductor, dynamic shapes): in passes that record gradients only (`grad_only`) or in every pass; `enabled=False`: eager again. Layers compiled."
+    import torch._dynamo
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layers = base.model.layers
+    # each layer gets graphs of its own (its parameters are its graph's inputs), a training pass's among them
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 8 * len(layers))
+    for layer in layers:
+        layer.__dict__.pop("forward", None)   # the class's forward again
+        if not enabled: continue
+        compiled = torch.compile(layer.forward, dynamic=True)
+        layer.forward = partial(_by_grad_mode, layer.forward, compiled) if grad_only else compiled
+    return len(layers) if enabled else 0

@@ -38,7 +38,7 @@ from .reward import CORRECT_BY_TYPE, TRL_REWARD_WEIGHTS, RewardConfig, trl_rewar
 from .rollout import RolloutEngine, degenerate_group_rate, make_protocol, make_rollout_func, render_trajectory, rollout_config, search_config
 from .search import make_search_tool
 from .warmstart import ReleaseMemory, compact_lm_head_on_cpu
-from .cpu_training import CUTS
+from .cpu_training import CUTS, compile_layers
 from .vllm_generator import VLLMGenerator, guard_kernel_scan
 # the engine room of the update (10c_fast_update); its names also keep their old address here
 from .fast_update import (COMPLETION_KEYS, SPLIT_FREE_LOSSES, FastUpdate, by_length, colocated_engine_options,
@@ -349,6 +349,7 @@ def build_trainer(config: TrainConfig, reward_funcs: list | None = None, reward_
     if config.use_vllm and config.vllm_mode == "colocate": reload_weights_sync(trainer.vllm_generation)
     skip_tool_tokens_in_head(trainer)
     if model.device.type == "cpu": CUTS.apply(trainer.model)   # LoRA inputs as they are, the whole-vocabulary head (09d_cpu_training)
+    if config.compile_layers: compile_layers(trainer.model)   # passes with gradients only: the rollout stays eager
     trainer.rollout_recorder = recorder
     return trainer
 

@@ -24,7 +24,7 @@ import torch
 from transformers import TrainerCallback
 
 from .compare_skill import HANDED, SCRATCHPADS, comparison_sft_rows, generic_comparisons, with_passages
-from .cpu_training import CUTS
+from .cpu_training import CUTS, compile_layers
 from .config import LoraArgs, PolicyArgs, RolloutArgs, SearchArgs, opt
 from .data import Passage, QASample, comma_list, load_named, load_world_corpus
 from .generate import GenerationOutput
@@ -227,7 +227,9 @@ def lora_sft(rows: dict[str, list[list[int]]], model, tokenizer, config, output_
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict(rows), processing_class=tokenizer,
                          peft_config=lora, callbacks=[ReleaseMemory(), *callbacks])
     if model.device.type == "cpu": CUTS.apply(trainer.model)   # LoRA inputs as they are, the whole-vocabulary head (09d_cpu_training)
+    if config.compile_layers: compile_layers(trainer.model)   # its training passes only
     trainer.train()
+    compile_layers(trainer.model, enabled=False)   # the merged model runs eager
     return trainer.model.merge_and_unload(), [h["loss"] for h in trainer.state.log_history if "loss" in h]
 
 # %% ../nbs/10_warmstart.ipynb #20cb0c1d
