@@ -190,8 +190,8 @@ def compile_layers(model, enabled: bool = True, grad_only: bool = True) -> int:
     import torch._dynamo
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     layers = base.model.layers
-    # each layer gets graphs of its own (its parameters are its graph's inputs), a training pass's among them
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 8 * len(layers))
+    if enabled:   # each layer gets graphs of its own (its parameters are its graph's inputs), a training pass's among them
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 8 * len(layers))
     for layer in layers:
         layer.__dict__.pop("forward", None)   # the class's forward again
         if not enabled: continue

@@ -229,7 +229,7 @@ def lora_sft(rows: dict[str, list[list[int]]], model, tokenizer, config, output_
     if model.device.type == "cpu": CUTS.apply(trainer.model)   # LoRA inputs as they are, the whole-vocabulary head (09d_cpu_training)
     if config.compile_layers: compile_layers(trainer.model)   # its training passes only
     trainer.train()
-    compile_layers(trainer.model, enabled=False)   # the merged model runs eager
+    if config.compile_layers: compile_layers(trainer.model, enabled=False)   # the merged model runs eager
     return trainer.model.merge_and_unload(), [h["loss"] for h in trainer.state.log_history if "loss" in h]
 
 # %% ../nbs/10_warmstart.ipynb #20cb0c1d
