@@ -154,6 +154,8 @@ class GRPOArgs(Options):
     explore_answer: float = opt(0.0, "share of each question's rollouts whose turn after the first passage opens with the "
                                       "answer tag (the last copies of a group; 0: off)")
     explore_answer_sources: str | None = opt(None, "data sources whose questions explore with the answer tag (None: every question)")
+    explore_new_query: int = opt(0, "an explored second query that repeats the first is sampled again, up to this many "
+                                    "times (07_rollout; 0: kept as sampled)")
     gradient_checkpointing: bool = opt(False)
 
     def check(self):
@@ -171,6 +173,7 @@ class GRPOArgs(Options):
         if self.beta < 0: self.bad("beta", ">= 0")
         if not 0 <= self.explore_search <= 1: self.bad("explore_search", "a share in [0, 1]")
         if not 0 <= self.explore_answer <= 1: self.bad("explore_answer", "a share in [0, 1]")
+        self.positive("explore_new_query", at_least=0)
         if self.explore_search + self.explore_answer > 1:
             self.bad("explore_answer", f"a share that leaves room for explore_search {self.explore_search} (together at most 1)")
 

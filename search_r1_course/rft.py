@@ -68,7 +68,7 @@ class RFTConfig(TrainDataArgs, SearchArgs, RolloutArgs, GRPOArgs, LoraArgs, Poli
     def sampled_trajectories(self) -> int: return self.rounds * self.questions_per_round * self.num_generations
 
 SAMPLING_FIELDS = ("num_generations", "temperature", "top_p", "explore_search", "explore_sources", "explore_answer",
-                   "explore_answer_sources")
+                   "explore_answer_sources", "explore_new_query")
 
 def match_grpo(config: RFTConfig, grpo: GRPOArgs) -> RFTConfig:
     "`config` with `grpo`'s sampling and as many rounds as sample what it samples (`max_steps x questions_per_step x num_generations`)."

@@ -7,6 +7,7 @@ Docs: https://search-r1-course.github.io/search_r1_course/rollout.html.md"""
 # %% ../nbs/07_rollout.ipynb #01981e28
 from __future__ import annotations
 
+import dataclasses, re
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Callable, Sequence
@@ -21,8 +22,8 @@ from .search import SearchConfig, truncate_tokens
 
 # %% auto #0
 __all__ = ['STATUSES', 'RolloutConfig', 'Trajectory', 'render_trajectory', 'RolloutEngine', 'turn_seed', 'with_question',
-           'mark_explorers', 'degenerate_group_rate', 'rollout_metrics', 'trl_rollout_output', 'make_rollout_func',
-           'search_config', 'rollout_config', 'make_protocol']
+           'same_query', 'repeats_first_query', 'mark_explorers', 'degenerate_group_rate', 'rollout_metrics',
+           'trl_rollout_output', 'make_rollout_func', 'search_config', 'rollout_config', 'make_protocol']
 
 # %% ../nbs/07_rollout.ipynb #1b3b947a
 STATUSES = ("answered", "max_turns", "length", "invalid")
@@ -45,6 +46,7 @@ class RolloutConfig:
     explore_sources: str | None = None  # comma-separated data sources whose questions explore (None: every question)
     explore_answer: float = 0.0         # share whose turn after the first passage opens with the answer tag (the last copies)
     explore_answer_sources: str | None = None  # data sources whose questions explore that way (None: every question)
+    explore_new_query: int = 0          # an explored second query that repeats the first is sampled again, up to this many times
     fresh_results: bool = False         # a search leaves out passages the trajectory was already shown (02c_search)
     restate_question: bool = False      # every search result ends with "Question: <the question>" (inside the observation)
 
@@ -60,6 +62,8 @@ class RolloutConfig:
             raise ValueError(f"RolloutConfig.explore_search: expected a share in [0, 1], got {self.explore_search!r}")
         if not 0 <= self.explore_answer <= 1:
             raise ValueError(f"RolloutConfig.explore_answer: expected a share in [0, 1], got {self.explore_answer!r}")
+        if not isinstance(self.explore_new_query, int) or isinstance(self.explore_new_query, bool) or self.explore_new_query < 0:
+            raise ValueError(f"RolloutConfig.explore_new_query: expected an int >= 0 (tries), got {self.explore_new_query!r}")
         if self.explore_search + self.explore_answer > 1:
             raise ValueError(f"RolloutConfig: explore_search {self.explore_search} + explore_answer {self.explore_answer} "
                              "is more than the whole group; expected shares that add up to at most 1")
@@ -86,6 +90,7 @@ class Trajectory:
     explore: bool = False                 # exploration: its turn after the first passage opens with the search tag
     explore_answer: bool = False          # ... or with the answer tag
     shown: list[str] = field(default_factory=list)        # ids of the passages shown, kept with `fresh_results`
+    requeried: int = 0                    # times its explored second query repeated the first and was sampled again
 
     def add(self, ids: Sequence[int], logprobs: Sequence[float] | None = None):
         "Append tokens: sampled ones with their `logprobs` (mask 1), inserted ones without (mask 0, log-prob 0.0)."
@@ -223,6 +228,34 @@ def _explores(t: Trajectory) -> bool:
     "An exploring trajectory's turn right after its first passage (the only turn exploration touches)."
     return (t.explore or t.explore_answer) and t.searches == 1 and len(t.actions) == 1 and isinstance(t.actions[0], Search)
 
+def same_query(a: str, b: str) -> bool:
+    "Whether two queries are the same words: case, punctuation and spacing aside."
+    words = lambda q: re.sub(r"[^\w\s]", " ", q.casefold()).split()
+    return words(a) == words(b)
+
+def repeats_first_query(t: Trajectory) -> bool:
+    "Whether `t`'s second query names its first again (a repeated query brings back the same passage)."
+    return len(t.queries) >= 2 and same_query(t.queries[0], t.queries[1])
+
+@patch
+def _new_queries(self: RolloutEngine, active: Sequence[Trajectory], opened: Sequence[list[int]],
+                 outs: list[GenerationOutput], params: SamplingParams) -> list[GenerationOutput]:
+    "Sample again, up to `explore_new_query` times, the turns opened with the search tag whose query repeats the first."
+    def repeat(t, o, out):
+        if not (t.explore and o): return False
+        action = self.protocol.parse(self.tokenizer.decode(o + list(out.token_ids)))
+        return isinstance(action, Search) and same_query(action.query, t.queries[0])
+    outs = list(outs)
+    for k in range(1, self.config.explore_new_query + 1):
+        again = [i for i, (t, o, out) in enumerate(zip(active, opened, outs)) if repeat(t, o, out)]
+        if not again: break
+        p = dataclasses.replace(params, seed=None if params.seed is None else params.seed + 7919 * k)
+        for i, out in zip(again, self.generator.generate([active[i].prompt_ids + active[i].completion_ids + opened[i]
+                                                           for i in again], p)):
+            outs[i] = out
+            active[i].requeried += 1
+    return outs
+
 @patch
 def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int | None = None) -> int:
     "Advance every unfinished trajectory by one model turn; returns how many took part."
@@ -237,6 +270,7 @@ def step(self: RolloutEngine, trajs: Sequence[Trajectory], turn: int, seed: int 
     outs = self.generator.generate([t.prompt_ids + t.completion_ids + o for t, o in zip(active, opened)], params)
     if len(outs) != len(active):
         raise RuntimeError(f"the generator returned {len(outs)} outputs for {len(active)} prompts")
+    if cfg.explore_new_query: outs = self._new_queries(active, opened, outs, params)   # see "A new query"
     to_search, to_note = [], []
     for t, out, n, o in zip(active, outs, allow, opened):
         ids, lps = (o + list(out.token_ids))[:n], ([0.0] * len(o) + list(out.logprobs))[:n]
@@ -335,6 +369,9 @@ def rollout_metrics(trajs: Sequence[Trajectory], rewards: Sequence[float] | None
     if any(t.explore for t in trajs): out["rollout/explored_rate"] = sum(t.explore and t.searches >= 1 for t in trajs) / n
     if any(t.explore_answer for t in trajs):
         out["rollout/explored_answer_rate"] = sum(t.explore_answer and t.searches >= 1 for t in trajs) / n
+    if any(t.explore for t in trajs):
+        out["rollout/requeried"] = sum(t.requeried for t in trajs) / n
+        out["rollout/repeated_query_rate"] = sum(t.explore and repeats_first_query(t) for t in trajs) / n
     out.update({f"rollout/{s}_rate": sum(t.status == s for t in trajs) / n for s in STATUSES})
     if rewards is not None:
         if len(rewards) != len(trajs):
@@ -404,7 +441,8 @@ def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metric
 
 # %% ../nbs/07_rollout.ipynb #eba44033
 _RUN_ROLLOUT_FIELDS = ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens", "temperature", "top_p", "seed",
-                       "explore_search", "explore_sources", "explore_answer", "explore_answer_sources", "fresh_results",
+                       "explore_search", "explore_sources", "explore_answer", "explore_answer_sources", "explore_new_query",
+                       "fresh_results",
                        "restate_question")
 _RUN_SEARCH_FIELDS = dict(corpus_path="corpus_path", index_dir="index_dir", url="retriever_url", encoder="encoder")
 

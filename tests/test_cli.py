@@ -162,6 +162,9 @@ def test_every_recipe_loads_from_python_and_the_command_line():
     assert load_recipe("cpu", ExperimentConfig) == ExperimentConfig()     # the main job's file is its defaults
     overridden, = parse_command("demo", ["--config", "cpu", "--seed", "1", "--name", "cpu_seed1"])
     assert (overridden.seed, overridden.name, overridden.max_steps) == (1, "cpu_seed1", 30)
+    requery, = parse_command("demo", ["--config", "cpu", "--explore-new-query", "8"])
+    assert (requery.explore_new_query, ExperimentConfig().explore_new_query) == (8, 0)   # off unless asked
+    with pytest.raises(ValueError, match="explore_new_query"): parse_command("demo", ["--explore-new-query", "-1"])
     main = ExperimentConfig()                                         # never shown a second search; the outcome alone
     assert (main.warm_sources, main.retrieval_score, main.explore_sources) == ("world_1hop", 0.0, "world_2hop")
     imitation = load_recipe("imitation-cpu", ExperimentConfig)      # the oracle's two-search demonstrations

@@ -366,11 +366,11 @@ def test_tool_call_protocol_runs_through_every_stage(tmp_path):
 def test_exploration_limited_to_a_question_type_reaches_the_trainers_rollouts(tmp_path):
     """TRL hands the rollout hook the prompt text only; the trainer gives the hook its training questions back, so
     `explore_sources` marks the copies of the named type's questions and no other (with the tag protocol), and
-    `explore_answer_sources` the last copies of its own type's."""
+    `explore_answer_sources` the last copies of its own type's; `explore_new_query` reaches the engine."""
     torch.set_num_threads(1)
     config = tiny_config(tmp_path, max_train_samples=None, data_sources="world_1hop,world_2hop", explore_search=0.5,
                          explore_sources="world_2hop", explore_answer=0.5, explore_answer_sources="world_1hop",
-                         num_generations=2)
+                         explore_new_query=3, num_generations=2)
     trainer = build_trainer(config, reward_funcs=TOY_REWARDS)
     rows = trainer.train_dataset
     picked = [next(i for i, s in enumerate(rows["data_source"]) if s == source) for source in ("world_1hop", "world_2hop")]
@@ -380,6 +380,7 @@ def test_exploration_limited_to_a_question_type_reaches_the_trainers_rollouts(tm
     assert [t.sample.data_source for t in trajs] == ["world_1hop"] * 2 + ["world_2hop"] * 2
     assert [t.explore for t in trajs] == [False, False, True, False]
     assert [t.explore_answer for t in trajs] == [False, True, False, False]
+    assert trainer.rollout_recorder.engine.config.explore_new_query == 3
 
 
 def test_question_selection_runs_before_the_trainer_and_says_what_to_change(tmp_path):
