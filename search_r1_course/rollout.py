@@ -7,8 +7,7 @@ Docs: https://search-r1-course.github.io/search_r1_course/rollout.html.md"""
 # %% ../nbs/07_rollout.ipynb #01981e28
 from __future__ import annotations
 
-import dataclasses, re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any, Callable, Sequence
 
@@ -22,8 +21,8 @@ from .search import SearchConfig, truncate_tokens
 
 # %% auto #0
 __all__ = ['STATUSES', 'RolloutConfig', 'Trajectory', 'render_trajectory', 'RolloutEngine', 'turn_seed', 'with_question',
-           'same_query', 'repeats_first_query', 'mark_explorers', 'degenerate_group_rate', 'rollout_metrics',
-           'trl_rollout_output', 'make_rollout_func', 'search_config', 'rollout_config', 'make_protocol']
+           'same_query', 'mark_explorers', 'degenerate_group_rate', 'rollout_metrics', 'trl_rollout_output',
+           'make_rollout_func', 'search_config', 'rollout_config', 'make_protocol']
 
 # %% ../nbs/07_rollout.ipynb #1b3b947a
 STATUSES = ("answered", "max_turns", "length", "invalid")
@@ -230,30 +229,22 @@ def _explores(t: Trajectory) -> bool:
 
 def same_query(a: str, b: str) -> bool:
     "Whether two queries are the same words: case, punctuation and spacing aside."
-    words = lambda q: re.sub(r"[^\w\s]", " ", q.casefold()).split()
+    words = lambda q: "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in q.casefold()).split()
     return words(a) == words(b)
 
-def repeats_first_query(t: Trajectory) -> bool:
-    "Whether `t`'s second query names its first again (a repeated query brings back the same passage)."
-    return len(t.queries) >= 2 and same_query(t.queries[0], t.queries[1])
-
 @patch
-def _new_queries(self: RolloutEngine, active: Sequence[Trajectory], opened: Sequence[list[int]],
-                 outs: list[GenerationOutput], params: SamplingParams) -> list[GenerationOutput]:
+def _new_queries(self: RolloutEngine, active: Sequence[Trajectory], opened: Sequence[list[int]], outs, params) -> list:
     "Sample again, up to `explore_new_query` times, the turns opened with the search tag whose query repeats the first."
     def repeat(t, o, out):
-        if not (t.explore and o): return False
-        action = self.protocol.parse(self.tokenizer.decode(o + list(out.token_ids)))
+        action = self.protocol.parse(self.tokenizer.decode(o + list(out.token_ids))) if t.explore and o else None
         return isinstance(action, Search) and same_query(action.query, t.queries[0])
     outs = list(outs)
     for k in range(1, self.config.explore_new_query + 1):
         again = [i for i, (t, o, out) in enumerate(zip(active, opened, outs)) if repeat(t, o, out)]
         if not again: break
-        p = dataclasses.replace(params, seed=None if params.seed is None else params.seed + 7919 * k)
-        for i, out in zip(again, self.generator.generate([active[i].prompt_ids + active[i].completion_ids + opened[i]
-                                                           for i in again], p)):
-            outs[i] = out
-            active[i].requeried += 1
+        p = replace(params, seed=None if params.seed is None else params.seed + 7919 * k)
+        for i, out in zip(again, self.generator.generate([active[i].prompt_ids + active[i].completion_ids + opened[i] for i in again], p)):
+            outs[i], active[i].requeried = out, active[i].requeried + 1
     return outs
 
 @patch
@@ -369,9 +360,8 @@ def rollout_metrics(trajs: Sequence[Trajectory], rewards: Sequence[float] | None
     if any(t.explore for t in trajs): out["rollout/explored_rate"] = sum(t.explore and t.searches >= 1 for t in trajs) / n
     if any(t.explore_answer for t in trajs):
         out["rollout/explored_answer_rate"] = sum(t.explore_answer and t.searches >= 1 for t in trajs) / n
-    if any(t.explore for t in trajs):
-        out["rollout/requeried"] = sum(t.requeried for t in trajs) / n
-        out["rollout/repeated_query_rate"] = sum(t.explore and repeats_first_query(t) for t in trajs) / n
+    if any(t.explore for t in trajs): out.update({"rollout/requeried": sum(t.requeried for t in trajs) / n, "rollout/repeated_query_rate":
+                                                  sum(t.explore and len(t.queries) > 1 and same_query(*t.queries[:2]) for t in trajs) / n})
     out.update({f"rollout/{s}_rate": sum(t.status == s for t in trajs) / n for s in STATUSES})
     if rewards is not None:
         if len(rewards) != len(trajs):
@@ -442,8 +432,7 @@ def make_rollout_func(engine: RolloutEngine, sync_model: bool = True, log_metric
 # %% ../nbs/07_rollout.ipynb #eba44033
 _RUN_ROLLOUT_FIELDS = ("max_turns", "max_new_tokens_per_turn", "max_total_tokens", "max_obs_tokens", "temperature", "top_p", "seed",
                        "explore_search", "explore_sources", "explore_answer", "explore_answer_sources", "explore_new_query",
-                       "fresh_results",
-                       "restate_question")
+                       "fresh_results", "restate_question")
 _RUN_SEARCH_FIELDS = dict(corpus_path="corpus_path", index_dir="index_dir", url="retriever_url", encoder="encoder")
 
 def search_config(run) -> SearchConfig:
