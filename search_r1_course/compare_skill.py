@@ -28,8 +28,8 @@ from .world_text import COMPARISON
 # %% auto #0
 __all__ = ['SCRATCHPADS', 'HANDED', 'value_ranges', 'invented_entities', 'invented_names', 'first_difference', 'value_pair',
            'positions', 'ComparisonRow', 'generic_comparisons', 'result_text', 'handed_comparisons',
-           'position_baselines', 'with_passages', 'comparison_prompt', 'comparison_target', 'comparison_messages',
-           'comparison_sft_rows', 'answer_comparisons']
+           'position_baselines', 'with_passages', 'comparison_prompt', 'stated_comparison', 'comparison_target',
+           'comparison_messages', 'comparison_sft_rows', 'answer_comparisons']
 
 # %% ../nbs/09c_compare_skill.ipynb #ac4f3e1c
 def value_ranges(world: World) -> dict[tuple[str, str], tuple[int, int, int]]:
@@ -180,6 +180,11 @@ def comparison_prompt(row: ComparisonRow) -> str:
     (a, b), (va, vb) = row.names, row.values
     return f"{row.question}\n{a}: {va}. {b}: {vb}."
 
+def stated_comparison(values: tuple[int, int], want: str, answer: str) -> str:
+    "The short scratchpad's line of working: the two values in the question's order, their relation, the one asked for."
+    (va, vb) = values
+    return f"{va} {'<' if va < vb else '>'} {vb}, the {want} is {answer}."
+
 def comparison_target(row: ComparisonRow, scratchpad: str | None = None) -> str:
     "What the policy should write: the answer tag, after a line of working when `scratchpad` is 'long' or 'short'."
     answer = f"<answer> {row.answer} </answer>"
@@ -187,7 +192,7 @@ def comparison_target(row: ComparisonRow, scratchpad: str | None = None) -> str:
     if scratchpad not in SCRATCHPADS: raise ValueError(f"scratchpad: expected None or one of {SCRATCHPADS}, got {scratchpad!r}")
     (va, vb), (small, large) = row.values, sorted(zip(row.values, row.names))
     compared = f"{va} {'<' if va < vb else '>'} {vb}"
-    if scratchpad == "short": return f"{compared}, the {row.want} is {row.answer}. {answer}"
+    if scratchpad == "short": return f"{stated_comparison(row.values, row.want, row.answer)} {answer}"
     return f"{compared}, so the smaller is {small[1]} and the larger is {large[1]}. The question asks for the {row.want}. {answer}"
 
 # %% ../nbs/09c_compare_skill.ipynb #ee3b7335

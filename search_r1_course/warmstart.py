@@ -23,14 +23,15 @@ from typing import Callable, Sequence
 import torch
 from transformers import TrainerCallback
 
-from .compare_skill import HANDED, SCRATCHPADS, comparison_sft_rows, generic_comparisons, with_passages
+from .compare_skill import (HANDED, SCRATCHPADS, comparison_sft_rows, generic_comparisons, stated_comparison,
+                                            with_passages)
 from .cpu_training import CUTS, compile_layers
 from .config import LoraArgs, PolicyArgs, RolloutArgs, SearchArgs, opt
 from .data import Passage, QASample, comma_list, load_named, load_world_corpus
 from .generate import GenerationOutput
 from .policy import load_policy
 from .protocol import ANSWER, THINK, Answer, Protocol, Search, format_action, open_tag
-from .reward import normalize_answer
+from .reward import exact_match, normalize_answer
 from .rollout import RolloutEngine, Trajectory, _encode, make_protocol, render_trajectory, rollout_config, search_config
 from .search import make_search_tool
 from .world import build_world
@@ -49,16 +50,22 @@ BRIDGE_SENTENCES = {"founded_by": "{s} was founded by {b}.", "director": "{s} is
 def _think(text: str, turn: str) -> str: return f"<{THINK}> {text} </{THINK}>\n{turn}"
 
 def oracle_turns(sample: QASample, corpus: dict[str, Passage], facts: Callable[[str], dict] | None = None,
-                 protocol: Protocol | None = None) -> list[str]:
-    "The turns an ideal policy writes for a world question: search every supporting passage's title, then answer; in `protocol`'s format (default: tags)."
+                 protocol: Protocol | None = None, compared: Callable[[str], dict] | None = None) -> list[str]:
+    "The turns an ideal policy writes for a world question: search every supporting passage's title, then answer; in `protocol`'s format (default: tags). `facts`: refine; `compared`: a comparison's answer opens with `stated_comparison`."
     ids = (sample.meta or {}).get("supporting_ids")
     if not ids: raise ValueError(f"question {sample.id!r}: expected meta['supporting_ids'] (a world question), got {sample.meta!r}")
     missing = [i for i in ids if i not in corpus]
     if missing: raise KeyError(f"question {sample.id!r}: supporting passages {missing} are not in the corpus")
     write = format_action if protocol is None else protocol.format_action
     turns = [write(Search(corpus[i].title)) for i in ids] + [write(Answer(sample.golden_answers[0]))]
-    if facts is None: return turns
     qtype, relation = sample.meta.get("qtype"), sample.meta.get("relation", "")
+    if compared is not None and qtype == "comparison":   # the skill rows' short scratchpad, before the answer
+        values = tuple(compared(i)[relation] for i in ids)
+        won = 0 if exact_match(corpus[ids[0]].title, sample.golden_answers) else 1
+        want = "smaller" if values[won] < values[1 - won] else "larger"
+        turns[-1] = f"{stated_comparison(values, want, sample.golden_answers[0])} {turns[-1]}"
+        return turns
+    if facts is None: return turns
     if qtype == "2hop":   # say what the first passage said that the next search needs
         s, b = corpus[ids[0]].title, corpus[ids[1]].title
         turns[1] = _think(BRIDGE_SENTENCES[relation.split(">")[0]].format(s=s, b=b), turns[1])
@@ -104,9 +111,10 @@ def too_long_scripts(scripts: dict[str, list[str]], tokenizer, budget: int) -> l
     return long
 
 def oracle_trajectories(samples: Sequence[QASample], engine: RolloutEngine, corpus: dict[str, Passage],
-                        facts: Callable[[str], dict] | None = None) -> tuple[list[Trajectory], dict[str, int]]:
+                        facts: Callable[[str], dict] | None = None,
+                        compared: Callable[[str], dict] | None = None) -> tuple[list[Trajectory], dict[str, int]]:
     "Play the oracle on `samples` through `engine`'s protocol, tool and budgets; keep the answered, grounded ones."
-    scripts = {s.question: oracle_turns(s, corpus, facts, engine.protocol) for s in samples}
+    scripts = {s.question: oracle_turns(s, corpus, facts, engine.protocol, compared) for s in samples}
     too_long = too_long_scripts(scripts, engine.tokenizer, engine.config.max_new_tokens_per_turn)
     oracle = RolloutEngine(OracleGenerator(engine.tokenizer, engine.protocol, scripts), engine.protocol, engine.tool,
                            engine.tokenizer, dataclasses.replace(engine.config, show_progress=False))
@@ -155,6 +163,8 @@ class WarmStartConfig(SearchArgs, RolloutArgs, LoraArgs, PolicyArgs):
     data: str = opt("world", "the questions the oracle plays (its world facts are needed for refine)")
     sources: str | None = opt("world_1hop", "which question types the oracle demonstrates")
     refine: bool = opt(False, "the oracle restates the bridge entity / the compared values in a <think>")
+    compare: bool = opt(False, "a comparison's answer turn opens with the comparison stated, as the skill rows' short "
+                               "scratchpad does ('1852 < 1871, the smaller is A.')")
     n_samples: int = opt(160, "questions played (the kept ones are trained on)")
     learning_rate: float = opt(2e-4)
     epochs: int = opt(1, "passes over the kept trajectories")
@@ -278,11 +288,12 @@ def warm_start(config: WarmStartConfig, model=None, tokenizer=None, callbacks: S
                            rollout_config(config))
     corpus = {p.id: p for p in load_world_corpus()} if config.data == "world" else {}
     facts = None
-    if config.refine:
-        if config.data != "world": raise ValueError(f"WarmStartConfig.refine needs the world's facts; data is {config.data!r}")
+    if config.refine or config.compare:
+        if config.data != "world": raise ValueError(f"WarmStartConfig.refine and compare need the world's facts; data is {config.data!r}")
         world = build_world()
         facts = lambda i: world.entity(i).facts
-    kept, counts = oracle_trajectories(_sample(config), engine, corpus, facts)
+    kept, counts = oracle_trajectories(_sample(config), engine, corpus, facts if config.refine else None,
+                                       facts if config.compare else None)
     if not kept: raise ValueError(f"warm start: none of {counts['played']} oracle trajectories found its answer "
                                   "(are max_new_tokens_per_turn and max_obs_tokens large enough for a whole turn and passage?)")
     out, skill_losses, rows = Path(config.output_dir), [], _rows(kept, config, tokenizer)
