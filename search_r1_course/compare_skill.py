@@ -27,7 +27,7 @@ from .world_text import COMPARISON
 
 # %% auto #0
 __all__ = ['SCRATCHPADS', 'HANDED', 'value_ranges', 'invented_entities', 'invented_names', 'first_difference', 'value_pair',
-           'positions', 'ComparisonRow', 'generic_comparisons', 'result_text', 'handed_comparisons',
+           'positions', 'ComparisonRow', 'generic_comparisons', 'result_text', 'asked_for', 'handed_comparisons',
            'position_baselines', 'with_passages', 'comparison_prompt', 'stated_comparison', 'comparison_target',
            'comparison_messages', 'comparison_sft_rows', 'answer_comparisons']
 
@@ -133,6 +133,11 @@ def result_text(title: str, text: str) -> str:
     "A passage as the search tool returns it at top-1: `Doc 1(Title: T) text` (`02c_search`)."
     return format_observation([Hit("", title, text)])
 
+def asked_for(values: tuple[int, int], names: tuple[str, str], golds: Sequence[str]) -> tuple[int, str]:
+    "Which of the two named entities the golden answers name (0 or 1), and whether its value is the 'smaller' or the 'larger'."
+    won = 0 if exact_match(names[0], golds) == 1.0 else 1
+    return won, "smaller" if values[won] < values[1 - won] else "larger"
+
 def handed_comparisons(split: str, world: World | None = None, data: str = "world") -> list[ComparisonRow]:
     "The comparison questions of `split` with the values of the two entities they name (the world's facts) and their passages."
     world = world or build_world()
@@ -141,8 +146,7 @@ def handed_comparisons(split: str, world: World | None = None, data: str = "worl
         ids, rel = q.meta["supporting_ids"], q.meta["relation"]
         ents = [world.entity(i) for i in ids]
         values = tuple(e.facts[rel] for e in ents)
-        answer = 0 if exact_match(ents[0].name, q.golden_answers) == 1.0 else 1
-        want = "smaller" if values[answer] < values[1 - answer] else "larger"
+        _, want = asked_for(values, (ents[0].name, ents[1].name), q.golden_answers)
         width = len(str(ranges[(ents[0].etype, rel)][1]))
         rows.append(ComparisonRow(q.question, (ents[0].name, ents[1].name), values, want, tuple(q.golden_answers),
                                   ents[0].etype, rel, first_difference(*values, width),
@@ -180,20 +184,22 @@ def comparison_prompt(row: ComparisonRow) -> str:
     (a, b), (va, vb) = row.names, row.values
     return f"{row.question}\n{a}: {va}. {b}: {vb}."
 
+def _relation(values: tuple[int, int]) -> str:
+    (va, vb) = values
+    return f"{va} {'<' if va < vb else '>'} {vb}"
+
 def stated_comparison(values: tuple[int, int], want: str, answer: str) -> str:
     "The short scratchpad's line of working: the two values in the question's order, their relation, the one asked for."
-    (va, vb) = values
-    return f"{va} {'<' if va < vb else '>'} {vb}, the {want} is {answer}."
+    return f"{_relation(values)}, the {want} is {answer}."
 
 def comparison_target(row: ComparisonRow, scratchpad: str | None = None) -> str:
     "What the policy should write: the answer tag, after a line of working when `scratchpad` is 'long' or 'short'."
     answer = f"<answer> {row.answer} </answer>"
     if not scratchpad: return answer
     if scratchpad not in SCRATCHPADS: raise ValueError(f"scratchpad: expected None or one of {SCRATCHPADS}, got {scratchpad!r}")
-    (va, vb), (small, large) = row.values, sorted(zip(row.values, row.names))
-    compared = f"{va} {'<' if va < vb else '>'} {vb}"
+    small, large = sorted(zip(row.values, row.names))
     if scratchpad == "short": return f"{stated_comparison(row.values, row.want, row.answer)} {answer}"
-    return f"{compared}, so the smaller is {small[1]} and the larger is {large[1]}. The question asks for the {row.want}. {answer}"
+    return f"{_relation(row.values)}, so the smaller is {small[1]} and the larger is {large[1]}. The question asks for the {row.want}. {answer}"
 
 # %% ../nbs/09c_compare_skill.ipynb #ee3b7335
 HANDED = ("values", "passages")

@@ -23,15 +23,14 @@ from typing import Callable, Sequence
 import torch
 from transformers import TrainerCallback
 
-from .compare_skill import (HANDED, SCRATCHPADS, comparison_sft_rows, generic_comparisons, stated_comparison,
-                                            with_passages)
+from .compare_skill import HANDED, SCRATCHPADS, asked_for, comparison_sft_rows, generic_comparisons, stated_comparison, with_passages
 from .cpu_training import CUTS, compile_layers
 from .config import LoraArgs, PolicyArgs, RolloutArgs, SearchArgs, opt
 from .data import Passage, QASample, comma_list, load_named, load_world_corpus
 from .generate import GenerationOutput
 from .policy import load_policy
 from .protocol import ANSWER, THINK, Answer, Protocol, Search, format_action, open_tag
-from .reward import exact_match, normalize_answer
+from .reward import normalize_answer
 from .rollout import RolloutEngine, Trajectory, _encode, make_protocol, render_trajectory, rollout_config, search_config
 from .search import make_search_tool
 from .world import build_world
@@ -61,8 +60,7 @@ def oracle_turns(sample: QASample, corpus: dict[str, Passage], facts: Callable[[
     qtype, relation = sample.meta.get("qtype"), sample.meta.get("relation", "")
     if compared is not None and qtype == "comparison":   # the skill rows' short scratchpad, before the answer
         values = tuple(compared(i)[relation] for i in ids)
-        won = 0 if exact_match(corpus[ids[0]].title, sample.golden_answers) else 1
-        want = "smaller" if values[won] < values[1 - won] else "larger"
+        _, want = asked_for(values, tuple(corpus[i].title for i in ids), sample.golden_answers)
         turns[-1] = f"{stated_comparison(values, want, sample.golden_answers[0])} {turns[-1]}"
         return turns
     if facts is None: return turns
